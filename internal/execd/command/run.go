@@ -1,0 +1,323 @@
+package command
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/opensandbox-go/opensandbox/internal/apierror"
+	"github.com/opensandbox-go/opensandbox/internal/execd/eventstream"
+	"github.com/opensandbox-go/opensandbox/internal/execd/lines"
+	"github.com/opensandbox-go/opensandbox/internal/execd/proc"
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
+)
+
+// After the command's shell exits, its output readers normally see EOF at
+// once. When a process it left running still holds a pipe, the readers keep
+// streaming while data keeps coming, until the pipe has been quiet for
+// drainIdle or drainMax has passed since the exit; then the stream ends and
+// later output only goes to the command's log.
+const (
+	drainIdle = 20 * time.Millisecond
+	drainMax  = time.Second
+)
+
+// Run handles POST /command.
+func (m *Manager) Run(w http.ResponseWriter, r *http.Request) {
+	var req sandbox.RunCommandRequest
+	if err := apierror.DecodeJSON(w, r, m.opts.MaxJSONBody, &req); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	if err := validate(&req); err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
+	sw := eventstream.New(w)
+	id := newID()
+	cmd, err := m.prepare(&req)
+	if err != nil {
+		startFailed(sw, id, err)
+		return
+	}
+	if req.Background {
+		m.runBackground(r.Context(), sw, cmd, &req, id)
+		return
+	}
+	m.runForeground(r.Context(), sw, cmd, &req, id)
+}
+
+func validate(req *sandbox.RunCommandRequest) error {
+	if req.Command == "" {
+		return apierror.BadRequest(apierror.CodeInvalidRequestBody, "command is required")
+	}
+	if req.Timeout < 0 {
+		return apierror.BadRequest(apierror.CodeInvalidRequestBody, "timeout must be >= 0 milliseconds, got %d", req.Timeout)
+	}
+	if req.GID != nil && req.UID == nil {
+		return apierror.BadRequest(apierror.CodeInvalidRequestBody, "gid requires uid")
+	}
+	return nil
+}
+
+// startFailed reports a command that could not start: init, then an error
+// event whose value is the reason.
+func startFailed(sw *eventstream.Writer, id string, err error) {
+	sw.Send(sandbox.StreamEvent{Type: sandbox.EventInit, Text: id})
+	sw.Send(sandbox.StreamEvent{Type: sandbox.EventError, Error: &sandbox.StreamError{
+		Name: sandbox.ErrNameCommandExec, Value: err.Error(), Traceback: []string{err.Error()},
+	}})
+	sw.Close()
+}
+
+func (m *Manager) runBackground(ctx context.Context, sw *eventstream.Writer, cmd *exec.Cmd, req *sandbox.RunCommandRequest, id string) {
+	logf, err := openLog(m.logPath(id))
+	if err != nil {
+		startFailed(sw, id, err)
+		return
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	c, err := m.startProcess(cmd, req, id)
+	logf.Close()
+	if err != nil {
+		os.Remove(m.logPath(id))
+		startFailed(sw, id, err)
+		return
+	}
+	if err := m.register(c); err != nil {
+		proc.SignalGroup(c.pgid, 9)
+		cmd.Wait()
+		startFailed(sw, id, err)
+		return
+	}
+	m.wg.Add(1)
+	go m.wait(c, cmd, req.Timeout)
+	sw.Send(sandbox.StreamEvent{Type: sandbox.EventInit, Text: id})
+	sw.Send(sandbox.StreamEvent{Type: sandbox.EventExecutionComplete})
+	sw.Close()
+}
+
+// wait records the exit of c, enforcing its timeout.
+func (m *Manager) wait(c *Command, cmd *exec.Cmd, timeoutMs int64) {
+	defer m.wg.Done()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var timeout <-chan time.Time
+	if timeoutMs > 0 {
+		t := time.NewTimer(time.Duration(timeoutMs) * time.Millisecond)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var werr error
+	select {
+	case werr = <-exited:
+	case <-timeout:
+		c.Interrupt(fmt.Sprintf("command timed out after %dms", timeoutMs))
+		werr = <-exited
+	}
+	code, _ := proc.WaitExitCode(cmd, werr)
+	msg := ""
+	if code != 0 && werr != nil {
+		msg = werr.Error()
+	}
+	c.finish(code, msg)
+	close(c.done)
+	m.markFinished(c)
+}
+
+func (m *Manager) runForeground(ctx context.Context, sw *eventstream.Writer, cmd *exec.Cmd, req *sandbox.RunCommandRequest, id string) {
+	logf, err := openLog(m.logPath(id))
+	if err != nil {
+		startFailed(sw, id, err)
+		return
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		logf.Close()
+		startFailed(sw, id, fmt.Errorf("create stdout pipe: %w", err))
+		return
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		logf.Close()
+		outR.Close()
+		outW.Close()
+		startFailed(sw, id, fmt.Errorf("create stderr pipe: %w", err))
+		return
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	c, err := m.startProcess(cmd, req, id)
+	outW.Close()
+	errW.Close()
+	if err == nil {
+		err = m.register(c)
+		if err != nil {
+			proc.SignalGroup(c.pgid, 9)
+			cmd.Wait()
+		}
+	}
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		logf.Close()
+		os.Remove(m.logPath(id))
+		startFailed(sw, id, err)
+		return
+	}
+	m.wg.Add(1)
+	go m.wait(c, cmd, req.Timeout)
+
+	sw.SendFlush(sandbox.StreamEvent{Type: sandbox.EventInit, Text: id})
+	pingCtx, stopPing := context.WithCancel(ctx)
+	defer stopPing()
+	go sw.Ping(pingCtx, eventstream.PingInterval)
+
+	log := &logWriter{w: bufio.NewWriterSize(logf, 64<<10)}
+	var pumps sync.WaitGroup
+	streamed := make(chan struct{}, 2) // one token per pump once the stream no longer needs it
+	for _, p := range []struct {
+		f   *os.File
+		typ string
+	}{{outR, sandbox.EventStdout}, {errR, sandbox.EventStderr}} {
+		pumps.Add(1)
+		go func() {
+			defer pumps.Done()
+			pump(p.f, p.typ, sw, log, c.done, streamed)
+		}()
+	}
+	go func() {
+		// The log stays open while stragglers write to it.
+		pumps.Wait()
+		log.Flush()
+		logf.Close()
+	}()
+
+	// The client going away ends the command; nothing is left behind.
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		c.Interrupt("client disconnected")
+		<-c.done
+	}
+	<-streamed
+	<-streamed
+	stopPing()
+
+	st := c.Status()
+	if *st.ExitCode == 0 {
+		sw.Send(sandbox.StreamEvent{Type: sandbox.EventExecutionComplete, ExecutionTime: time.Since(c.StartedAt).Milliseconds()})
+	} else {
+		trace := st.Error
+		if trace == "" {
+			trace = "exit status " + strconv.Itoa(*st.ExitCode)
+		}
+		sw.Send(sandbox.StreamEvent{Type: sandbox.EventError, Error: &sandbox.StreamError{
+			Name: sandbox.ErrNameCommandExec, Value: strconv.Itoa(*st.ExitCode), Traceback: []string{trace},
+		}})
+	}
+	sw.Close()
+}
+
+// pump reads one output pipe of a foreground command, streams each line as
+// an event and appends it to the command's log. Once the command has exited
+// and the pipe stays quiet for drainIdle (a process it left behind still
+// holds the pipe), pump signals streamed and keeps copying to the log alone
+// until the pipe closes, so such processes never block on a full pipe.
+func pump(f *os.File, typ string, sw *eventstream.Writer, log *logWriter, exited <-chan struct{}, streamed chan<- struct{}) {
+	defer f.Close()
+	var (
+		split     lines.Splitter
+		buf       = make([]byte, 32<<10)
+		streaming = true
+		exitAt    time.Time
+	)
+	emit := func(line []byte) {
+		if streaming {
+			sw.Send(sandbox.StreamEvent{Type: typ, Text: string(line)})
+		}
+		log.WriteLine(line)
+	}
+	stopStreaming := func() {
+		if streaming {
+			split.Flush(emit)
+			sw.Flush()
+			log.Flush()
+			streaming = false
+			streamed <- struct{}{}
+		}
+	}
+	defer stopStreaming()
+	readDone := make(chan struct{})
+	defer close(readDone)
+	go func() {
+		// Arm the drain deadline once the command has exited.
+		select {
+		case <-exited:
+			f.SetReadDeadline(time.Now().Add(drainIdle))
+		case <-readDone:
+		}
+	}()
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			split.Feed(buf[:n], emit)
+			if streaming {
+				sw.Flush()
+			}
+			log.Flush()
+			if streaming && exitAt.IsZero() {
+				select {
+				case <-exited:
+					exitAt = time.Now()
+				default:
+				}
+			}
+			if streaming && !exitAt.IsZero() {
+				deadline := time.Now().Add(drainIdle)
+				if limit := exitAt.Add(drainMax); deadline.After(limit) {
+					deadline = limit
+				}
+				f.SetReadDeadline(deadline)
+			}
+		}
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			stopStreaming()
+			f.SetReadDeadline(time.Time{})
+			continue
+		}
+		return // EOF or a read error: the stream is complete
+	}
+}
+
+// logWriter is the combined output log of a foreground command, shared by
+// its two pumps. Lines are buffered and reach the file on Flush.
+type logWriter struct {
+	mu sync.Mutex
+	w  *bufio.Writer
+}
+
+// WriteLine appends line and a newline; an empty line arrives as "\n".
+func (l *logWriter) WriteLine(line []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.w.Write(line)
+	if len(line) != 1 || line[0] != '\n' {
+		l.w.WriteByte('\n')
+	}
+}
+
+func (l *logWriter) Flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.w.Flush()
+}
