@@ -42,6 +42,11 @@ const (
 	CodeRouteNotFound    = "NOT_FOUND"
 	CodeInternal         = "INTERNAL_ERROR"
 	CodeServiceDraining  = "SHUTTING_DOWN"
+	CodeInvalidPort      = "INVALID_PORT"
+	CodeInvalidQuery     = "INVALID_QUERY"
+	CodeIsDirectory      = "IS_DIRECTORY"
+	CodeNotDirectory     = "NOT_DIRECTORY"
+	CodeAlreadyConnected = "ALREADY_CONNECTED" // a PTY session already has a WebSocket client
 )
 
 // Error is an API error. Message reaches the client; Cause is only logged.
