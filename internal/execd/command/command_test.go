@@ -154,38 +154,57 @@ func equal(a, b []string) bool {
 	return true
 }
 
+// TestGoldenFrames pins the exact bytes of a stream. stdout and stderr are
+// separate pipes, so their relative order is not defined; each case writes
+// to one of them only.
 func TestGoldenFrames(t *testing.T) {
 	e := newTestEnv(t, Options{})
-	resp := e.post(t, context.Background(), sandbox.RunCommandRequest{Command: "echo hi; echo; ls /nonexistent-path"})
-	defer resp.Body.Close()
-	for k, want := range map[string]string{
-		"Content-Type":      "text/event-stream",
-		"Cache-Control":     "no-cache",
-		"X-Accel-Buffering": "no",
-	} {
-		if got := resp.Header.Get(k); got != want {
-			t.Errorf("header %s = %q, want %q", k, got, want)
-		}
-	}
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	norm := regexp.MustCompile(`"timestamp":\d+`).ReplaceAllString(string(raw), `"timestamp":T`)
-	norm = regexp.MustCompile(`cmd-[0-9a-f]+`).ReplaceAllString(norm, "ID")
-	want := `{"type":"init","text":"ID","timestamp":T}
+	tests := []struct {
+		name, cmd, want string
+	}{
+		{"stdout and exit code", "echo hi; echo; ls /nonexistent-path 2>&1", `{"type":"init","text":"ID","timestamp":T}
 
 {"type":"stdout","text":"hi","timestamp":T}
 
 {"type":"stdout","text":"\n","timestamp":T}
 
-{"type":"stderr","text":"ls: cannot access '/nonexistent-path': No such file or directory","timestamp":T}
+{"type":"stdout","text":"ls: cannot access '/nonexistent-path': No such file or directory","timestamp":T}
 
 {"type":"error","timestamp":T,"error":{"ename":"CommandExecError","evalue":"2","traceback":["exit status 2"]}}
 
-`
-	if norm != want {
-		t.Errorf("stream bytes:\n%s\nwant:\n%s", norm, want)
+`},
+		{"stderr and success", "echo oops >&2", `{"type":"init","text":"ID","timestamp":T}
+
+{"type":"stderr","text":"oops","timestamp":T}
+
+{"type":"execution_complete","execution_time":T,"timestamp":T}
+
+`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := e.post(t, context.Background(), sandbox.RunCommandRequest{Command: tt.cmd})
+			defer resp.Body.Close()
+			for k, want := range map[string]string{
+				"Content-Type":      "text/event-stream",
+				"Cache-Control":     "no-cache",
+				"X-Accel-Buffering": "no",
+			} {
+				if got := resp.Header.Get(k); got != want {
+					t.Errorf("header %s = %q, want %q", k, got, want)
+				}
+			}
+			raw, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			norm := regexp.MustCompile(`"(timestamp|execution_time)":\d+`).ReplaceAllString(string(raw), `"$1":T`)
+			norm = strings.Replace(norm, `{"type":"execution_complete","timestamp":T}`, `{"type":"execution_complete","execution_time":T,"timestamp":T}`, 1)
+			norm = regexp.MustCompile(`cmd-[0-9a-f]+`).ReplaceAllString(norm, "ID")
+			if norm != tt.want {
+				t.Errorf("stream bytes:\n%s\nwant:\n%s", norm, tt.want)
+			}
+		})
 	}
 }
 
@@ -289,9 +308,12 @@ func TestLargeOutputInOrder(t *testing.T) {
 	}
 	// The log holds both streams completely too.
 	st, _ := e.m.Get(o.id)
-	data, err := os.ReadFile(st.logPath)
+	data, _, err := st.readLog(0, 1<<30)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(st.logPath); err != nil {
+		t.Errorf("a %d-byte log should have moved to a file: %v", len(data), err)
 	}
 	if got := bytes.Count(data, []byte("\n")); got != 2*n {
 		t.Errorf("log lines = %d, want %d", got, 2*n)
@@ -499,7 +521,7 @@ func TestBackgroundCommandOutlivesStreamAndStragglers(t *testing.T) {
 	st, _ := e.m.Get(o.id)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		data, _ := os.ReadFile(st.logPath)
+		data, _, _ := st.readLog(0, 1<<20)
 		if strings.HasSuffix(string(data), "now\nlate\n") {
 			break
 		}
@@ -630,7 +652,10 @@ func TestRetention(t *testing.T) {
 	e := newTestEnv(t, Options{Retain: 2})
 	var ids []string
 	for range 4 {
-		ids = append(ids, summarize(t, e.run(t, sandbox.RunCommandRequest{Command: "echo x"})).id)
+		id := summarize(t, e.run(t, sandbox.RunCommandRequest{Command: "echo x", Background: true})).id
+		c, _ := e.m.Get(id)
+		<-c.Done()
+		ids = append(ids, id)
 	}
 	for i, id := range ids {
 		_, ok := e.m.Get(id)

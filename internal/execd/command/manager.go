@@ -88,6 +88,7 @@ type Command struct {
 	Background bool
 	StartedAt  time.Time
 	logPath    string
+	log        *outputLog    // foreground commands; background ones log to logPath
 	done       chan struct{} // closed when the process has exited
 	pgid       int
 	killGrace  time.Duration

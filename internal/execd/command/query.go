@@ -51,33 +51,43 @@ func (m *Manager) Logs(w http.ResponseWriter, r *http.Request) {
 		}
 		cursor = n
 	}
-	f, err := os.Open(c.logPath)
-	if errors.Is(err, fs.ErrNotExist) {
-		w.Header().Set(sandbox.CommandLogsCursorHeader, "0")
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(http.StatusOK)
+	data, next, err := c.readLog(cursor, MaxLogChunk)
+	if err != nil {
+		apierror.Write(w, r, apierror.Wrap(err, http.StatusInternalServerError, apierror.CodeRuntimeError, "read log of command %s", id))
 		return
 	}
+	w.Header().Set(sandbox.CommandLogsCursorHeader, strconv.FormatInt(next, 10))
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(data)
+}
+
+// readLog returns up to max bytes of c's output from offset on, and the
+// offset after them.
+func (c *Command) readLog(offset, max int64) ([]byte, int64, error) {
+	if c.log != nil {
+		return c.log.Read(offset, max)
+	}
+	f, err := os.Open(c.logPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, nil
+	}
 	if err != nil {
-		apierror.Write(w, r, apierror.Wrap(err, http.StatusInternalServerError, apierror.CodeRuntimeError, "open log of command %s", id))
-		return
+		return nil, offset, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		apierror.Write(w, r, apierror.Wrap(err, http.StatusInternalServerError, apierror.CodeRuntimeError, "stat log of command %s", id))
-		return
+		return nil, offset, err
 	}
-	size := st.Size()
-	cursor = min(cursor, size)
-	n := min(size-cursor, MaxLogChunk)
-	w.Header().Set(sandbox.CommandLogsCursorHeader, strconv.FormatInt(cursor+n, 10))
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
-	w.WriteHeader(http.StatusOK)
-	if n > 0 {
-		io.Copy(w, io.NewSectionReader(f, cursor, n))
+	offset = min(offset, st.Size())
+	n := min(st.Size()-offset, max)
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(io.NewSectionReader(f, offset, n), buf); err != nil {
+		return nil, offset, err
 	}
+	return buf, offset + n, nil
 }
 
 // Interrupt ends the running command id. Interrupting a command that has

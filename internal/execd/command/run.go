@@ -1,7 +1,6 @@
 package command
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -133,20 +132,13 @@ func (m *Manager) wait(c *Command, cmd *exec.Cmd, timeoutMs int64) {
 }
 
 func (m *Manager) runForeground(ctx context.Context, sw *eventstream.Writer, cmd *exec.Cmd, req *sandbox.RunCommandRequest, id string) {
-	logf, err := openLog(m.logPath(id))
-	if err != nil {
-		startFailed(sw, id, err)
-		return
-	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		logf.Close()
 		startFailed(sw, id, fmt.Errorf("create stdout pipe: %w", err))
 		return
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
-		logf.Close()
 		outR.Close()
 		outW.Close()
 		startFailed(sw, id, fmt.Errorf("create stderr pipe: %w", err))
@@ -166,11 +158,11 @@ func (m *Manager) runForeground(ctx context.Context, sw *eventstream.Writer, cmd
 	if err != nil {
 		outR.Close()
 		errR.Close()
-		logf.Close()
-		os.Remove(m.logPath(id))
 		startFailed(sw, id, err)
 		return
 	}
+	log := &outputLog{path: c.logPath}
+	c.log = log
 	m.wg.Add(1)
 	go m.wait(c, cmd, req.Timeout)
 
@@ -179,7 +171,6 @@ func (m *Manager) runForeground(ctx context.Context, sw *eventstream.Writer, cmd
 	defer stopPing()
 	go sw.Ping(pingCtx, eventstream.PingInterval)
 
-	log := &logWriter{w: bufio.NewWriterSize(logf, 64<<10)}
 	var pumps sync.WaitGroup
 	streamed := make(chan struct{}, 2) // one token per pump once the stream no longer needs it
 	for _, p := range []struct {
@@ -195,8 +186,7 @@ func (m *Manager) runForeground(ctx context.Context, sw *eventstream.Writer, cmd
 	go func() {
 		// The log stays open while stragglers write to it.
 		pumps.Wait()
-		log.Flush()
-		logf.Close()
+		log.Close()
 	}()
 
 	// The client going away ends the command; nothing is left behind.
@@ -230,7 +220,7 @@ func (m *Manager) runForeground(ctx context.Context, sw *eventstream.Writer, cmd
 // and the pipe stays quiet for drainIdle (a process it left behind still
 // holds the pipe), pump signals streamed and keeps copying to the log alone
 // until the pipe closes, so such processes never block on a full pipe.
-func pump(f *os.File, typ string, sw *eventstream.Writer, log *logWriter, exited <-chan struct{}, streamed chan<- struct{}) {
+func pump(f *os.File, typ string, sw *eventstream.Writer, log *outputLog, exited <-chan struct{}, streamed chan<- struct{}) {
 	defer f.Close()
 	var (
 		split     lines.Splitter
@@ -297,27 +287,4 @@ func pump(f *os.File, typ string, sw *eventstream.Writer, log *logWriter, exited
 		}
 		return // EOF or a read error: the stream is complete
 	}
-}
-
-// logWriter is the combined output log of a foreground command, shared by
-// its two pumps. Lines are buffered and reach the file on Flush.
-type logWriter struct {
-	mu sync.Mutex
-	w  *bufio.Writer
-}
-
-// WriteLine appends line and a newline; an empty line arrives as "\n".
-func (l *logWriter) WriteLine(line []byte) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.w.Write(line)
-	if len(line) != 1 || line[0] != '\n' {
-		l.w.WriteByte('\n')
-	}
-}
-
-func (l *logWriter) Flush() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.w.Flush()
 }

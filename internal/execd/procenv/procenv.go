@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 )
 
 // DefaultEnvFile is where execd looks for extra variables when EXECD_ENVS is unset.
@@ -168,13 +169,24 @@ func ResolveDir(dir string, env []string) (string, error) {
 	return dir, nil
 }
 
+var shellPath atomic.Pointer[string]
+
 // Shell returns the shell used to run command strings: bash when the image
-// has it, else sh.
+// has it, else sh. The answer is remembered while that file exists, since a
+// PATH search on every command is measurable in the round trip.
 func Shell() string {
-	for _, sh := range []string{"bash", "/bin/bash", "sh", "/bin/sh"} {
-		if p, err := exec.LookPath(sh); err == nil {
-			return p
+	if p := shellPath.Load(); p != nil {
+		if _, err := os.Stat(*p); err == nil {
+			return *p
 		}
 	}
-	return "/bin/sh"
+	p := "/bin/sh"
+	for _, sh := range []string{"bash", "/bin/bash", "sh", "/bin/sh"} {
+		if found, err := exec.LookPath(sh); err == nil {
+			p = found
+			break
+		}
+	}
+	shellPath.Store(&p)
+	return p
 }
