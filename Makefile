@@ -1,0 +1,51 @@
+# OpenSandbox in Go — build, test and benchmark entry points.
+# `make run` and `make test` are the two set-up commands of the README.
+
+SHELL := /bin/bash
+
+GO        ?= go
+BIN       ?= bin
+GOFLAGS   ?= -buildvcs=false
+STATIC    := CGO_ENABLED=0
+LDFLAGS   := -s -w
+EXECD_PORT ?= 44772
+
+.PHONY: all build execd run test unit e2e bench lint fmt clean
+
+all: build
+
+build: execd
+
+# execd runs inside arbitrary images (glibc or musl), so it is static.
+execd:
+	@mkdir -p $(BIN)
+	$(STATIC) $(GO) build $(GOFLAGS) -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/execd ./cmd/execd
+
+# Runs execd in the foreground on :$(EXECD_PORT) (the lifecycle server
+# takes this target over once it exists).
+run: execd
+	$(BIN)/execd --port $(EXECD_PORT)
+
+# Everything: lint, unit tests with the race detector, then end-to-end
+# tests against the real static binaries.
+test: lint unit e2e
+
+unit:
+	$(GO) test $(GOFLAGS) -race -count=1 ./...
+
+e2e: execd
+	OSB_E2E=1 OSB_BIN_DIR=$(abspath $(BIN)) $(GO) test $(GOFLAGS) -count=1 -v ./test/e2e/... 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' ; exit $${PIPESTATUS[0]}
+
+bench: execd
+	$(GO) run $(GOFLAGS) ./bench/execd -execd $(abspath $(BIN))/execd
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(GOFLAGS) ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf $(BIN)

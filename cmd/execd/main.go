@@ -1,0 +1,203 @@
+// Command execd is the daemon inside every sandbox: it runs commands, bash
+// sessions and terminals, serves files and metrics, and proxies to ports
+// inside the sandbox. With "-- entrypoint..." it also supervises the
+// sandbox's own entrypoint. See docs/execd.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/opensandbox-go/opensandbox/internal/execd/command"
+	"github.com/opensandbox-go/opensandbox/internal/execd/files"
+	"github.com/opensandbox-go/opensandbox/internal/execd/metrics"
+	"github.com/opensandbox-go/opensandbox/internal/execd/procenv"
+	"github.com/opensandbox-go/opensandbox/internal/execd/proxy"
+	"github.com/opensandbox-go/opensandbox/internal/execd/pty"
+	"github.com/opensandbox-go/opensandbox/internal/execd/server"
+	"github.com/opensandbox-go/opensandbox/internal/execd/session"
+	"github.com/opensandbox-go/opensandbox/internal/execd/supervisor"
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
+)
+
+type config struct {
+	addr        string
+	port        int
+	accessToken string
+	logLevel    int
+	grace       time.Duration
+	envFile     string
+	logFile     string
+	entrypoint  []string
+	serverArgs  []string
+}
+
+func main() {
+	code, err := run(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "execd:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func parseFlags(args []string) (config, error) {
+	flagArgs, entrypoint := supervisor.SplitArgs(args)
+	var c config
+	fs := flag.NewFlagSet("execd", flag.ContinueOnError)
+	fs.StringVar(&c.addr, "addr", "", "listen address (host:port); overrides --port (env EXECD_ADDR)")
+	fs.IntVar(&c.port, "port", 44772, "TCP port to listen on (env EXECD_PORT)")
+	fs.StringVar(&c.accessToken, "access-token", "", "require this token in "+sandbox.AccessTokenHeader+" (env EXECD_ACCESS_TOKEN)")
+	fs.IntVar(&c.logLevel, "log-level", 6, "log verbosity 0-7: 7 debug, 5-6 info, 4 warning, 0-3 error (env EXECD_LOG_LEVEL)")
+	fs.DurationVar(&c.grace, "graceful-shutdown-timeout", time.Second, "how long open requests may finish at shutdown (env EXECD_API_GRACE_SHUTDOWN)")
+	fs.StringVar(&c.envFile, "envs-file", procenv.DefaultEnvFile, "KEY=VALUE file added to every process's environment (env EXECD_ENVS)")
+	fs.StringVar(&c.logFile, "log-file", "", "append logs to this file instead of stderr (env EXECD_LOG_FILE)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: execd [flags] [-- entrypoint args...]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(flagArgs); err != nil {
+		return c, err
+	}
+	if err := applyEnv(fs, flagEnv); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q (put the entrypoint after --)", fs.Arg(0))
+	}
+	if c.port < 1 || c.port > 65535 {
+		return c, fmt.Errorf("--port %d out of range 1-65535", c.port)
+	}
+	if c.logLevel < 0 || c.logLevel > 7 {
+		return c, fmt.Errorf("--log-level %d out of range 0-7", c.logLevel)
+	}
+	if c.addr == "" {
+		c.addr = ":" + strconv.Itoa(c.port)
+	}
+	c.entrypoint = entrypoint
+	c.serverArgs = flagArgs
+	return c, nil
+}
+
+func run(args []string) (int, error) {
+	cfg, err := parseFlags(args)
+	if err != nil {
+		return 2, err
+	}
+	logger, closeLog, err := newLogger(cfg)
+	if err != nil {
+		return 1, err
+	}
+	defer closeLog()
+	slog.SetDefault(logger)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	supervised := supervisor.IsSupervisedServer()
+	// The marker is for this process only; commands it runs must not see it.
+	os.Unsetenv(supervisor.ServerMarkerEnv)
+	if len(cfg.entrypoint) > 0 && !supervised {
+		// The supervisor handles signals itself and must not start
+		// children through os/exec (its reaper would steal their status).
+		stop()
+		return supervisor.Run(context.Background(), supervisor.Config{
+			Entrypoint: cfg.entrypoint,
+			ServerArgs: cfg.serverArgs,
+			Logger:     logger,
+		})
+	}
+	return 0, serve(ctx, cfg, logger)
+}
+
+func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
+	env := procenv.Builder{EnvFile: cfg.envFile}
+	cmds, err := command.New(command.Options{Env: env, Logger: logger})
+	if err != nil {
+		return err
+	}
+	mc, err := metrics.New(metrics.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
+	srv := server.New(server.Config{
+		AccessToken: cfg.accessToken,
+		Logger:      logger,
+		Commands:    cmds,
+		Sessions:    session.New(session.Options{Env: env, Logger: logger}),
+		Files:       files.New(files.Options{Logger: logger}),
+		Metrics:     mc,
+		PTY:         pty.New(pty.Options{Env: env, Logger: logger}),
+		Proxy:       proxy.New(proxy.Options{StripHeaders: []string{sandbox.AccessTokenHeader}, Logger: logger}),
+	})
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	logger.Info("execd listening", "addr", ln.Addr().String(), "auth", cfg.accessToken != "")
+	return srv.Serve(ctx, ln, cfg.grace)
+}
+
+func newLogger(cfg config) (*slog.Logger, func(), error) {
+	var out io.Writer = os.Stderr
+	closeFn := func() {}
+	if cfg.logFile != "" {
+		f, err := os.OpenFile(cfg.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open log file: %w", err)
+		}
+		out, closeFn = f, func() { f.Close() }
+	}
+	var level slog.Level
+	switch {
+	case cfg.logLevel >= 7:
+		level = slog.LevelDebug
+	case cfg.logLevel >= 5:
+		level = slog.LevelInfo
+	case cfg.logLevel == 4:
+		level = slog.LevelWarn
+	default:
+		level = slog.LevelError
+	}
+	return slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: level})), closeFn, nil
+}
+
+// flagEnv maps flags to the environment variables that set them when the
+// flag is not given on the command line.
+var flagEnv = map[string]string{
+	"addr":                      "EXECD_ADDR",
+	"port":                      "EXECD_PORT",
+	"access-token":              "EXECD_ACCESS_TOKEN",
+	"log-level":                 "EXECD_LOG_LEVEL",
+	"graceful-shutdown-timeout": "EXECD_API_GRACE_SHUTDOWN",
+	"envs-file":                 "EXECD_ENVS",
+	"log-file":                  "EXECD_LOG_FILE",
+}
+
+// applyEnv sets unset flags from their environment variables; an invalid
+// value is an error, not silently ignored.
+func applyEnv(fs *flag.FlagSet, mapping map[string]string) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for name, key := range mapping {
+		v, ok := os.LookupEnv(key)
+		if !ok || v == "" || given[name] {
+			continue
+		}
+		if err := fs.Set(name, v); err != nil {
+			return fmt.Errorf("invalid %s=%q: %w", key, v, err)
+		}
+	}
+	return nil
+}

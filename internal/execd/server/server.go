@@ -1,0 +1,290 @@
+// Package server assembles execd's HTTP API: one route table over the
+// command, session, files, metrics, terminal and proxy packages, wrapped
+// once with panic recovery, request logging and access-token auth.
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/opensandbox-go/opensandbox/internal/apierror"
+	"github.com/opensandbox-go/opensandbox/internal/execd/command"
+	"github.com/opensandbox-go/opensandbox/internal/execd/files"
+	"github.com/opensandbox-go/opensandbox/internal/execd/metrics"
+	"github.com/opensandbox-go/opensandbox/internal/execd/proxy"
+	"github.com/opensandbox-go/opensandbox/internal/execd/pty"
+	"github.com/opensandbox-go/opensandbox/internal/execd/session"
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
+)
+
+// Config holds the parts the server routes to. All fields are required
+// except AccessToken and Logger.
+type Config struct {
+	// AccessToken, when set, must be sent in X-EXECD-ACCESS-TOKEN with
+	// every request.
+	AccessToken string
+	Logger      *slog.Logger
+
+	Commands *command.Manager
+	Sessions *session.Manager
+	Files    *files.Handler
+	Metrics  *metrics.Collector
+	PTY      *pty.Manager
+	Proxy    *proxy.Proxy
+}
+
+// Server is execd's HTTP API.
+type Server struct {
+	cfg     Config
+	mux     *http.ServeMux
+	handler http.Handler
+}
+
+// New builds the server and its route table.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	for _, rt := range s.routes() {
+		s.mux.HandleFunc(rt.pattern, rt.handler)
+	}
+	s.mux.HandleFunc("/", s.notFound)
+	s.handler = s.recover(s.logRequests(s.auth(s.mux)))
+	return s
+}
+
+type route struct {
+	pattern string
+	handler http.HandlerFunc
+}
+
+// routes is the whole API, one line per endpoint.
+func (s *Server) routes() []route {
+	c := s.cfg
+	return []route{
+		{"GET /ping", s.ping},
+
+		{"POST /command", c.Commands.Run},
+		{"DELETE /command", s.interrupt},
+		// "/command/status/{id}" and "/command/{id}/logs" overlap as
+		// patterns, so one route serves both.
+		{"GET /command/{a}/{b}", s.commandQuery},
+
+		{"POST /session", c.Sessions.Create},
+		{"POST /session/{sessionId}/run", c.Sessions.Run},
+		{"DELETE /session/{sessionId}", c.Sessions.Delete},
+
+		{"GET /files/info", c.Files.Info},
+		{"DELETE /files", c.Files.Remove},
+		{"POST /files/permissions", c.Files.Chmod},
+		{"POST /files/mv", c.Files.Move},
+		{"GET /files/search", c.Files.Search},
+		{"POST /files/replace", c.Files.Replace},
+		{"POST /files/upload", c.Files.Upload},
+		{"GET /files/download", c.Files.Download},
+		{"GET /directories/list", c.Files.ListDir},
+		{"POST /directories", c.Files.MakeDirs},
+		{"DELETE /directories", c.Files.RemoveDirs},
+
+		{"GET /metrics", c.Metrics.Get},
+		{"GET /metrics/watch", c.Metrics.Watch},
+
+		{"POST /pty", c.PTY.Create},
+		{"GET /pty/{sessionId}", c.PTY.Status},
+		{"DELETE /pty/{sessionId}", c.PTY.Delete},
+		{"GET /pty/{sessionId}/ws", c.PTY.Attach},
+
+		{"/proxy/{port}", c.Proxy.ServeHTTP},
+		{"/proxy/{port}/", c.Proxy.ServeHTTP},
+	}
+}
+
+// Handler returns the API with its middleware.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) ping(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }
+
+func (s *Server) commandQuery(w http.ResponseWriter, r *http.Request) {
+	a, b := r.PathValue("a"), r.PathValue("b")
+	switch {
+	case a == "status":
+		r.SetPathValue("id", b)
+		s.cfg.Commands.Status(w, r)
+	case b == "logs":
+		r.SetPathValue("id", a)
+		s.cfg.Commands.Logs(w, r)
+	default:
+		s.notFound(w, r)
+	}
+}
+
+// interrupt handles DELETE /command?id=, which upstream uses for commands
+// and bash sessions alike.
+func (s *Server) interrupt(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("id")
+	if id == "" {
+		apierror.Write(w, r, apierror.BadRequest(apierror.CodeMissingQuery, "query parameter id is required"))
+		return
+	}
+	err := s.cfg.Commands.Interrupt(id)
+	if errors.Is(err, command.ErrNotFound) {
+		err = s.cfg.Sessions.Interrupt(id)
+	}
+	if errors.Is(err, session.ErrNotFound) {
+		apierror.Write(w, r, apierror.NotFound(apierror.CodeCommandNotFound, "no command or session with id %q", id))
+		return
+	}
+	if err != nil {
+		apierror.Write(w, r, apierror.Wrap(err, http.StatusInternalServerError, apierror.CodeRuntimeError, "interrupt %s", id))
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+var probeMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// notFound answers unknown paths with 404 and known paths with the wrong
+// method with 405, both as {code, message}.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range probeMethods {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		for _, m := range allow {
+			w.Header().Add("Allow", m)
+		}
+		apierror.Write(w, r, apierror.New(http.StatusMethodNotAllowed, apierror.CodeMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path))
+		return
+	}
+	apierror.Write(w, r, apierror.NotFound(apierror.CodeRouteNotFound, "no route for %s %s", r.Method, r.URL.Path))
+}
+
+func (s *Server) auth(next http.Handler) http.Handler {
+	if s.cfg.AccessToken == "" {
+		return next
+	}
+	want := []byte(s.cfg.AccessToken)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get(sandbox.AccessTokenHeader))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			// Upstream execd answers 401 with an "error" key, not code/message.
+			apierror.WriteJSON(w, http.StatusUnauthorized, map[string]string{
+				"error": "Unauthorized: invalid or missing header " + sandbox.AccessTokenHeader,
+			})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) recover(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.cfg.Logger.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
+			apierror.Write(w, r, apierror.New(http.StatusInternalServerError, apierror.CodeInternal, "internal error"))
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(p []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach Flush and Hijack.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	log := s.cfg.Logger
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !log.Enabled(r.Context(), slog.LevelDebug) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", time.Since(start))
+	})
+}
+
+// Serve runs the API on ln until ctx ends, then shuts down: it stops
+// accepting, gives open requests up to grace to finish, and closes the
+// runners (killing what they still run).
+func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		s.closeRunners()
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := hs.Shutdown(shutdownCtx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = hs.Close()
+	}
+	s.closeRunners()
+	<-errc
+	return err
+}
+
+func (s *Server) closeRunners() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for name, closer := range map[string]func(context.Context) error{
+		"commands": s.cfg.Commands.Close,
+		"sessions": s.cfg.Sessions.Close,
+		"pty":      s.cfg.PTY.Close,
+	} {
+		if err := closer(ctx); err != nil {
+			s.cfg.Logger.Warn("closing runners", "runner", name, "err", err)
+		}
+	}
+}

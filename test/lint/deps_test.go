@@ -1,0 +1,44 @@
+package lint
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// sandboxBinaries run inside arbitrary sandbox images: they must build
+// without cgo and must not pull in orchestration clients or test code.
+var sandboxBinaries = []string{"./cmd/execd"}
+
+var forbidden = map[string]string{
+	"testing":                        "test code in a production binary",
+	"github.com/docker/docker":       "execd never talks to the container engine",
+	"github.com/moby/moby":           "execd never talks to the container engine",
+	"k8s.io/client-go":               "execd never talks to Kubernetes",
+	"sigs.k8s.io/controller-runtime": "execd never talks to Kubernetes",
+	"github.com/getkin/kin-openapi":  "the OpenAPI validator is for tests only",
+}
+
+func TestSandboxBinaryDeps(t *testing.T) {
+	root := repoRoot(t)
+	for _, bin := range sandboxBinaries {
+		cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{len .CgoFiles}}", bin)
+		cmd.Dir = root
+		cmd.Env = append(cmd.Environ(), "CGO_ENABLED=0")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", bin, err, out)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			pkg, cgo, _ := strings.Cut(line, " ")
+			if cgo != "0" {
+				t.Errorf("%s depends on %s, which has cgo files", bin, pkg)
+			}
+			for prefix, why := range forbidden {
+				if pkg == prefix || strings.HasPrefix(pkg, prefix+"/") {
+					t.Errorf("%s imports %s: %s", bin, pkg, why)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,4 @@
+// Package lint holds repository-wide checks that run with the unit tests:
+// every package has exactly one doc comment, and the binaries that run
+// inside sandboxes keep their dependency rules.
+package lint
