@@ -4,7 +4,6 @@ go 1.26.8
 
 require (
 	github.com/coder/websocket v1.8.15
-	github.com/creack/pty v1.1.24
 	github.com/getkin/kin-openapi v0.153.0
 	golang.org/x/sys v0.50.0
 )

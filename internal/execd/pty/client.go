@@ -16,27 +16,42 @@ type client struct {
 	s    *session
 	conn *websocket.Conn // set once, before serve
 	out  *outbox
+	// input carries stdin, resize and signal requests to inputLoop.
+	input chan inputOp
 	// ready is guarded by s.mu: set once the connected frame and replay
 	// are queued, from which point live output is forwarded.
 	ready bool
 }
 
+func newClient(s *session) *client {
+	return &client{s: s, out: newOutbox(s.m.queueBytes), input: make(chan inputOp, inputQueue)}
+}
+
 // serve runs the connection until it closes. The calling goroutine reads
-// client frames; a writer drains the outbox and a pinger keeps the socket
-// alive. All three have ended when serve returns.
+// client frames; a writer drains the outbox, an input goroutine applies
+// client requests to the process and a pinger keeps the socket alive. All
+// have ended when serve returns.
 func (c *client) serve(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { c.writeLoop(ctx) })
 	wg.Go(func() { c.pingLoop(ctx) })
+	inputDone := make(chan struct{})
+	wg.Go(func() {
+		defer close(inputDone)
+		c.inputLoop()
+	})
 	for {
 		typ, data, err := c.conn.Read(ctx)
 		if err != nil {
 			c.s.m.log.Debug("pty client detached", slog.String("session", c.s.id), slog.Any("err", err))
 			break
 		}
-		c.s.handleFrame(c, typ, data)
+		c.handleFrame(typ, data)
 	}
+	// Input sent just before the client left still reaches the process.
+	close(c.input)
+	<-inputDone
 	c.s.release(c)
 	cancel()
 	c.conn.CloseNow()

@@ -42,7 +42,8 @@ const (
 )
 
 // outFrame is one WebSocket message queued for a client. off is the
-// absolute output offset of a live output frame and -1 for anything else.
+// absolute offset of the first output byte of a live or replay frame, and
+// -1 for control frames (connected, pong, error, exit).
 type outFrame struct {
 	typ  websocket.MessageType
 	data []byte
@@ -111,7 +112,7 @@ func replayFrames(off int64, p []byte, chunk int) []outFrame {
 		b[0] = chanReplay
 		binary.BigEndian.PutUint64(b[1:9], uint64(off))
 		copy(b[9:], p[:n])
-		frames = append(frames, outFrame{typ: websocket.MessageBinary, data: b, off: -1})
+		frames = append(frames, outFrame{typ: websocket.MessageBinary, data: b, off: off})
 		off += int64(n)
 		p = p[n:]
 	}

@@ -154,7 +154,7 @@ func (m *Manager) Attach(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, errNoSession(id))
 		return
 	}
-	c := &client{s: s, out: newOutbox(m.queueBytes)}
+	c := newClient(s)
 	if err := s.reserve(c, q.takeover); err != nil {
 		apierror.Write(w, r, err)
 		return

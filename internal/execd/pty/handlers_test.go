@@ -1,3 +1,5 @@
+//go:build linux
+
 package pty
 
 import (
@@ -196,4 +198,33 @@ func TestClose(t *testing.T) {
 	if err := h.m.Close(ctx); err != nil {
 		t.Errorf("second Manager.Close: %v", err)
 	}
+}
+
+func TestStartFailed(t *testing.T) {
+	h := newHarness(t, Options{})
+	dir := filepath.Join(t.TempDir(), "work")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id := h.create(sandbox.CreatePTYRequest{Cwd: dir})
+	if err := os.Remove(dir); err != nil { // gone before the first attach
+		t.Fatal(err)
+	}
+	w := h.dial(id, "", modePTY)
+	if m := w.waitMsg("error"); m.Code != "START_FAILED" {
+		t.Errorf("error frame = %+v, want START_FAILED", m)
+	}
+	if ce := w.waitClosed(); ce.Code != 1011 {
+		t.Errorf("close after START_FAILED = %v, want 1011", ce)
+	}
+	if st := h.status(id); st.Running {
+		t.Errorf("GET /pty/%s after START_FAILED = %+v, want not running", id, st)
+	}
+	// The next attach tries again.
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w = h.dial(id, "pty=0", modePipe)
+	w.stdin("pwd\n")
+	w.waitStdout(dir + "\n")
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package pty
 
 import (
@@ -51,6 +53,11 @@ func newHarness(t *testing.T, opts Options) *harness {
 			level = slog.LevelDebug
 		}
 		opts.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: level}))
+	}
+	if opts.Env.Base == nil {
+		// An empty home keeps the shells of the tests clear of the rc files
+		// of whoever runs them.
+		opts.Env.Base = append(os.Environ(), "HOME="+t.TempDir())
 	}
 	m := New(opts)
 	mux := http.NewServeMux()

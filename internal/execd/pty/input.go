@@ -4,12 +4,21 @@ import (
 	"github.com/coder/websocket"
 )
 
-// handleFrame acts on one message from c: stdin bytes, resize, signal or
-// ping. A malformed message is answered with INVALID_FRAME and otherwise
-// ignored; the session carries on.
-func (s *session) handleFrame(c *client, typ websocket.MessageType, b []byte) {
-	p, ok := s.attached(c)
-	if !ok {
+// inputQueue is how many stdin, resize and signal requests of one client
+// may wait while the process is not taking input.
+const inputQueue = 32
+
+// inputOp is a queued request acting on the process.
+type inputOp func(p *process)
+
+// handleFrame acts on one message from c. Pings are answered at once;
+// stdin, resize and signal requests are queued in arrival order for
+// inputLoop, so the read loop never waits on the process and keeps
+// answering WebSocket pings. A malformed message is answered with
+// INVALID_FRAME and otherwise ignored; the session carries on.
+func (c *client) handleFrame(typ websocket.MessageType, b []byte) {
+	s := c.s
+	if _, ok := s.attached(c); !ok {
 		return
 	}
 	if typ == websocket.MessageBinary {
@@ -17,7 +26,7 @@ func (s *session) handleFrame(c *client, typ websocket.MessageType, b []byte) {
 			s.reply(c, errorFrame(codeInvalidFrame, "binary frames from the client must start with 0x00 (stdin)"))
 			return
 		}
-		s.writeStdin(c, p, b[1:])
+		c.enqueue(func(p *process) { s.writeStdin(c, p, b[1:]) })
 		return
 	}
 	msg, err := parseClientMessage(b)
@@ -27,19 +36,45 @@ func (s *session) handleFrame(c *client, typ websocket.MessageType, b []byte) {
 	}
 	switch msg.Type {
 	case msgStdin:
-		s.writeStdin(c, p, []byte(*msg.Data))
+		c.enqueue(func(p *process) { s.writeStdin(c, p, []byte(*msg.Data)) })
 	case msgResize:
+		rows, cols := uint16(*msg.Rows), uint16(*msg.Cols)
 		// A resize means nothing to a process on pipes; it is accepted and ignored.
-		if err := p.resize(uint16(*msg.Rows), uint16(*msg.Cols)); err != nil {
-			s.reply(c, errorFrame(codeRuntimeError, "%v", err))
-		}
+		c.enqueue(func(p *process) {
+			if err := p.resize(rows, cols); err != nil {
+				s.reply(c, errorFrame(codeRuntimeError, "%v", err))
+			}
+		})
 	case msgSignal:
 		sig, _ := parseSignal(msg.Signal) // validated by parseClientMessage
-		if err := p.signal(sig); err != nil {
-			s.reply(c, errorFrame(codeRuntimeError, "%v", err))
-		}
+		c.enqueue(func(p *process) {
+			if err := p.signal(sig); err != nil {
+				s.reply(c, errorFrame(codeRuntimeError, "%v", err))
+			}
+		})
 	case msgPing:
 		s.reply(c, pongFrame())
+	}
+}
+
+// enqueue hands op to inputLoop, or reports STDIN_WRITE_FAILED when the
+// queue is full because the process has stopped taking input.
+func (c *client) enqueue(op inputOp) {
+	select {
+	case c.input <- op:
+	default:
+		c.s.reply(c, errorFrame(codeStdinWriteFailed, "input dropped: the process is not reading its input"))
+	}
+}
+
+// inputLoop runs queued requests until the read loop closes the queue.
+// Requests of a client that is no longer attached, or of a process that
+// has exited, are dropped.
+func (c *client) inputLoop() {
+	for op := range c.input {
+		if p, ok := c.s.attached(c); ok {
+			op(p)
+		}
 	}
 }
 

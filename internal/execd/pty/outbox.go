@@ -63,8 +63,9 @@ func (o *outbox) pushAll(frames []outFrame) {
 	o.signal()
 }
 
-// finish queues the final frames and the close; with discard, frames still
-// waiting are dropped first. Only the first finish counts.
+// finish queues the final frames and the close; with discard, output
+// frames still waiting are dropped first (control frames such as connected
+// stay). Only the first finish counts.
 func (o *outbox) finish(discard bool, cr closeRequest, final ...outFrame) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -76,14 +77,23 @@ func (o *outbox) finishLocked(discard bool, cr closeRequest, final ...outFrame) 
 		return
 	}
 	if discard {
-		o.frames, o.bytes = nil, 0
+		kept := o.frames[:0]
+		o.bytes = 0
+		for _, f := range o.frames {
+			if f.off < 0 {
+				kept = append(kept, f)
+				o.bytes += len(f.data)
+			}
+		}
+		clear(o.frames[len(kept):])
+		o.frames = kept
 	}
 	o.frames = append(o.frames, final...)
 	o.closing = &cr
 	o.signal()
 }
 
-// overflow drops every queued frame and finishes with the frame built by
+// overflow drops the queued output and finishes with the frame built by
 // final, which learns the offset of the first output byte the client will
 // not receive: that of the oldest dropped output frame, or off (the output
 // that did not fit) when none was queued.

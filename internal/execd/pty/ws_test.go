@@ -1,3 +1,5 @@
+//go:build linux
+
 package pty
 
 import (
@@ -233,8 +235,10 @@ func TestReplayAfterDisconnect(t *testing.T) {
 		{"4", 4, "two-go\n"},
 		{"6", 6, "o-go\n"},
 	}
+	// Each attach takes over: the server may not have seen the previous
+	// socket close yet, and a reconnecting client should not wait for it.
 	for _, tt := range tests {
-		w := h.dial(id, "pty=0&since="+tt.since, modePipe)
+		w := h.dial(id, "pty=0&takeover=1&since="+tt.since, modePipe)
 		var got bytes.Buffer
 		first := int64(-1)
 		w.until("the replay", func(f frame) bool {
@@ -257,7 +261,7 @@ func TestReplayAfterDisconnect(t *testing.T) {
 	}
 
 	// Past the end: no replay, then live output continues.
-	w = h.dial(id, "pty=0&since=1000", modePipe)
+	w = h.dial(id, "pty=0&takeover=1&since=1000", modePipe)
 	w.stdin("y\n")
 	if f := w.next(); f.ch != chanStdout || string(f.data) != "three-y\n" {
 		t.Errorf("frame after since=1000 and stdin = %s, want live stdout %q", f, "three-y\n")
@@ -384,5 +388,33 @@ func TestSlowClient(t *testing.T) {
 	})
 	if want := int64(total - 16<<10); first != want || got != 16<<10 {
 		t.Errorf("replay from since=%d = %d bytes at %d, want %d bytes at %d", resume, got, first, 16<<10, want)
+	}
+}
+
+// TestBlockedStdinKeepsConnection checks that a process which does not
+// read its input neither stalls the socket (pings are still answered) nor
+// queues input without bound (the excess is refused with an error).
+func TestBlockedStdinKeepsConnection(t *testing.T) {
+	h := newHarness(t, Options{WriteTimeout: time.Minute})
+	id := h.create(sandbox.CreatePTYRequest{Command: "echo ready; exec sleep 100"})
+	w := h.dial(id, "pty=0", modePipe)
+	w.waitStdout("ready")
+	chunk := append([]byte{chanStdin}, bytes.Repeat([]byte("x"), 8<<10)...)
+	for range 80 { // 640 KiB: more than the pipe and the input queue hold
+		w.sendBinary(chunk)
+	}
+	w.sendJSON(map[string]string{"type": "ping"})
+	refused := false
+	w.until("pong", func(f frame) bool {
+		if f.text && f.msg.Type == "error" {
+			if f.msg.Code != "STDIN_WRITE_FAILED" {
+				t.Errorf("error frame = %+v, want STDIN_WRITE_FAILED", f.msg)
+			}
+			refused = true
+		}
+		return f.text && f.msg.Type == "pong"
+	})
+	if !refused {
+		t.Errorf("no STDIN_WRITE_FAILED before pong, want the excess input refused")
 	}
 }
