@@ -10,7 +10,7 @@ STATIC    := CGO_ENABLED=0
 LDFLAGS   := -s -w
 EXECD_PORT ?= 44772
 
-.PHONY: all build execd run test unit e2e bench lint fmt clean
+.PHONY: all build execd run test deps unit e2e e2e-clean bench lint fmt clean
 
 all: build
 
@@ -26,15 +26,27 @@ execd:
 run: execd
 	$(BIN)/execd --port $(EXECD_PORT)
 
-# Everything: lint, unit tests with the race detector, then end-to-end
-# tests against the real static binaries.
-test: lint unit e2e
+# Everything: install/start what the tests need, lint, unit tests with
+# the race detector, then end-to-end tests against the real binaries and
+# the Docker engine.
+test: deps lint unit e2e
+
+# Idempotent: installs docker.io and busybox-static when missing and starts
+# dockerd when it is not running.
+deps:
+	bash scripts/ensure-deps.sh
 
 unit:
 	$(GO) test $(GOFLAGS) -race -count=1 ./...
 
-e2e: execd
+e2e: execd e2e-clean
 	OSB_E2E=1 OSB_BIN_DIR=$(abspath $(BIN)) $(GO) test $(GOFLAGS) -count=1 -v ./test/e2e/... 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' ; exit $${PIPESTATUS[0]}
+
+# Removes containers an interrupted e2e run left behind (the tests remove
+# their own as they go).
+e2e-clean:
+	@ids=$$(docker ps -aq --filter label=io.opensandbox.test=e2e 2>/dev/null); \
+	if [ -n "$$ids" ]; then docker rm -f $$ids >/dev/null; fi
 
 bench: execd
 	$(GO) run $(GOFLAGS) ./bench/execd -execd $(abspath $(BIN))/execd

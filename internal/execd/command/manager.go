@@ -25,8 +25,9 @@ import (
 type Options struct {
 	// Env builds the environment of every command.
 	Env procenv.Builder
-	// LogDir holds the output log of each command; default: a new private
-	// directory under os.TempDir(), removed by Close.
+	// LogDir holds the output logs of background commands and of large
+	// foreground output; default: a private scratch directory made on first
+	// use (see procenv.MkdirScratch) and removed by Close.
 	LogDir string
 	// KillGrace is the time between SIGTERM and SIGKILL when a command is
 	// interrupted or times out; default 3s.
@@ -68,17 +69,29 @@ func New(opts Options) (*Manager, error) {
 		opts.Logger = slog.Default()
 	}
 	m := &Manager{opts: opts, log: opts.Logger, cmds: map[string]*Command{}}
-	if opts.LogDir == "" {
-		dir, err := os.MkdirTemp("", "execd-commands-")
-		if err != nil {
+	if opts.LogDir != "" {
+		if err := os.MkdirAll(opts.LogDir, 0o700); err != nil {
 			return nil, fmt.Errorf("create command log dir: %w", err)
 		}
-		m.opts.LogDir = dir
-		m.ownsLogDir = true
-	} else if err := os.MkdirAll(opts.LogDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create command log dir: %w", err)
 	}
 	return m, nil
+}
+
+// logDir returns the directory for command logs, creating the default one
+// on first use so that execd starts even where no scratch space exists;
+// commands that need a log then fail with the reason.
+func (m *Manager) logDir() (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.opts.LogDir != "" {
+		return m.opts.LogDir, nil
+	}
+	dir, err := procenv.MkdirScratch("execd-commands-")
+	if err != nil {
+		return "", fmt.Errorf("create command log dir: %w", err)
+	}
+	m.opts.LogDir, m.ownsLogDir = dir, true
+	return dir, nil
 }
 
 // Command is one command started through the API.
@@ -221,12 +234,20 @@ func (m *Manager) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if m.ownsLogDir {
-		return os.RemoveAll(m.opts.LogDir)
+	m.mu.Lock()
+	dir, owned := m.opts.LogDir, m.ownsLogDir
+	m.mu.Unlock()
+	if owned {
+		return os.RemoveAll(dir)
 	}
 	return nil
 }
 
-func (m *Manager) logPath(id string) string {
-	return filepath.Join(m.opts.LogDir, id+".log")
+// logPath is where command id keeps its log file.
+func (m *Manager) logPath(id string) (string, error) {
+	dir, err := m.logDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, id+".log"), nil
 }

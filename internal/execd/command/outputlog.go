@@ -1,6 +1,7 @@
 package command
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -32,6 +33,9 @@ func (l *outputLog) WriteLine(line []byte) {
 	defer l.mu.Unlock()
 	nl := len(line) != 1 || line[0] != '\n'
 	if l.f == nil {
+		if l.err != nil {
+			return // no file to move to: the log keeps its first memLogLimit bytes
+		}
 		l.mem = append(l.mem, line...)
 		if nl {
 			l.mem = append(l.mem, '\n')
@@ -53,10 +57,14 @@ func (l *outputLog) WriteLine(line []byte) {
 }
 
 func (l *outputLog) spillLocked() {
+	if l.path == "" {
+		l.err = errors.New("no directory for command logs")
+		return
+	}
 	f, err := openLog(l.path)
 	if err != nil {
 		l.err = err
-		return // keep logging in memory; the stream is unaffected
+		return // the log stops growing; the stream is unaffected
 	}
 	l.f, l.pending, l.mem = f, l.mem, nil
 	l.flushLocked()

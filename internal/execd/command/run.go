@@ -77,16 +77,21 @@ func startFailed(sw *eventstream.Writer, id string, err error) {
 }
 
 func (m *Manager) runBackground(ctx context.Context, sw *eventstream.Writer, cmd *exec.Cmd, req *sandbox.RunCommandRequest, id string) {
-	logf, err := openLog(m.logPath(id))
+	path, err := m.logPath(id)
+	if err != nil {
+		startFailed(sw, id, err)
+		return
+	}
+	logf, err := openLog(path)
 	if err != nil {
 		startFailed(sw, id, err)
 		return
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	c, err := m.startProcess(cmd, req, id)
+	c, err := m.startProcess(cmd, req, id, path)
 	logf.Close()
 	if err != nil {
-		os.Remove(m.logPath(id))
+		os.Remove(path)
 		startFailed(sw, id, err)
 		return
 	}
@@ -145,7 +150,10 @@ func (m *Manager) runForeground(ctx context.Context, sw *eventstream.Writer, cmd
 		return
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
-	c, err := m.startProcess(cmd, req, id)
+	// Without a log directory the command still runs; its log just
+	// stays in memory, capped (see outputLog).
+	path, _ := m.logPath(id)
+	c, err := m.startProcess(cmd, req, id, path)
 	outW.Close()
 	errW.Close()
 	if err == nil {

@@ -46,12 +46,12 @@ func (m *Manager) prepare(req *sandbox.RunCommandRequest) (*exec.Cmd, error) {
 
 // startProcess starts cmd and returns the Command tracking it. Output files
 // must already be attached to cmd.
-func (m *Manager) startProcess(cmd *exec.Cmd, req *sandbox.RunCommandRequest, cmdID string) (*Command, error) {
+func (m *Manager) startProcess(cmd *exec.Cmd, req *sandbox.RunCommandRequest, cmdID, logPath string) (*Command, error) {
 	c := &Command{
 		ID:         cmdID,
 		Content:    req.Command,
 		Background: req.Background,
-		logPath:    m.logPath(cmdID),
+		logPath:    logPath,
 		done:       make(chan struct{}),
 		killGrace:  m.opts.KillGrace,
 	}

@@ -190,3 +190,30 @@ func Shell() string {
 	shellPath.Store(&p)
 	return p
 }
+
+// scratchBases are tried in order for execd's private scratch directories.
+// Sandbox images are arbitrary: some have no /tmp at all.
+var scratchBases = []string{"", "/var/tmp", "/dev/shm", "/run"}
+
+// MkdirScratch creates a private (0700) directory for execd's own files,
+// like os.MkdirTemp, but falls back to other writable places when the
+// image has no usable temporary directory, and finally creates /tmp.
+func MkdirScratch(pattern string) (string, error) {
+	var firstErr error
+	for _, base := range scratchBases {
+		dir, err := os.MkdirTemp(base, pattern)
+		if err == nil {
+			return dir, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	if err := os.Mkdir("/tmp", 0o1777); err == nil || errors.Is(err, fs.ErrExist) {
+		os.Chmod("/tmp", 0o1777)
+		if dir, err := os.MkdirTemp("/tmp", pattern); err == nil {
+			return dir, nil
+		}
+	}
+	return "", fmt.Errorf("no writable scratch directory (tried $TMPDIR, /var/tmp, /dev/shm, /run, /tmp): %w", firstErr)
+}

@@ -51,7 +51,7 @@ func startShell(id, cwd string, opts Options) (*Shell, error) {
 	if err != nil {
 		return nil, apierror.BadRequest(apierror.CodeInvalidRequestBody, "%v", err)
 	}
-	scripts, err := os.MkdirTemp("", "execd-session-")
+	scripts, err := procenv.MkdirScratch("execd-session-")
 	if err != nil {
 		return nil, apierror.Wrap(err, http.StatusInternalServerError, apierror.CodeRuntimeError, "create session directory")
 	}
