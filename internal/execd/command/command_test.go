@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opensandbox-go/opensandbox/internal/execd/proc"
 	"github.com/opensandbox-go/opensandbox/internal/execd/procenv"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
@@ -393,13 +394,9 @@ func startAndReadPIDs(t *testing.T, e *testEnv, ctx context.Context, req sandbox
 }
 
 func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
 	// A zombie has exited; it only waits for its parent to reap it.
-	i := bytes.LastIndexByte(b, ')')
-	return i < 0 || !bytes.HasPrefix(b[i+1:], []byte(" Z"))
+	st, ok := proc.ReadStat(pid)
+	return ok && st.State != 'Z'
 }
 
 func waitGone(t *testing.T, pids ...int) {

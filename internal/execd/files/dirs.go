@@ -1,7 +1,6 @@
 package files
 
 import (
-	"fmt"
 	"io/fs"
 	"net/http"
 	"os"
@@ -84,26 +83,9 @@ func (h *Handler) MakeDirs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) makeDirs(w http.ResponseWriter, r *http.Request) error {
-	var req map[string]sandbox.Permission
-	if err := apierror.DecodeJSON(w, r, h.maxJSON, &req); err != nil {
+	jobs, err := h.decodePermJobs(w, r, "directory %q")
+	if err != nil {
 		return err
-	}
-	n := newNames()
-	type job struct {
-		abs string
-		ps  permSpec
-	}
-	jobs := make([]job, 0, len(req))
-	for _, p := range sortedKeys(req) {
-		abs, err := h.resolve(p)
-		if err != nil {
-			return err
-		}
-		ps, err := n.permSpec(req[p], apierror.CodeInvalidRequestBody, fmt.Sprintf("directory %q", p))
-		if err != nil {
-			return err
-		}
-		jobs = append(jobs, job{abs, ps})
 	}
 	for _, j := range jobs {
 		if err := makeDir(j.abs, j.ps); err != nil {

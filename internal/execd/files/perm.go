@@ -120,29 +120,14 @@ func (h *Handler) Chmod(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) chmod(w http.ResponseWriter, r *http.Request) error {
-	var req map[string]sandbox.Permission
-	if err := apierror.DecodeJSON(w, r, h.maxJSON, &req); err != nil {
+	jobs, err := h.decodePermJobs(w, r, "permission for %q")
+	if err != nil {
 		return err
 	}
-	n := newNames()
-	type job struct {
-		abs string
-		ps  permSpec
-	}
-	jobs := make([]job, 0, len(req))
-	for _, p := range sortedKeys(req) {
-		abs, err := h.resolve(p)
-		if err != nil {
-			return err
+	for _, j := range jobs {
+		if _, err := os.Stat(j.abs); err != nil {
+			return fsError(err, "stat", j.abs)
 		}
-		ps, err := n.permSpec(req[p], apierror.CodeInvalidRequestBody, fmt.Sprintf("permission for %q", p))
-		if err != nil {
-			return err
-		}
-		if _, err := os.Stat(abs); err != nil {
-			return fsError(err, "stat", abs)
-		}
-		jobs = append(jobs, job{abs, ps})
 	}
 	for _, j := range jobs {
 		if err := j.ps.apply(j.abs); err != nil {
@@ -150,6 +135,36 @@ func (h *Handler) chmod(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	return nil
+}
+
+// permJob is one validated entry of a path -> Permission request.
+type permJob struct {
+	abs string
+	ps  permSpec
+}
+
+// decodePermJobs reads a JSON map of path to Permission and validates
+// every entry (path and permission) before the caller changes anything.
+// what names an entry in error messages, with %q for its path.
+func (h *Handler) decodePermJobs(w http.ResponseWriter, r *http.Request, what string) ([]permJob, error) {
+	var req map[string]sandbox.Permission
+	if err := apierror.DecodeJSON(w, r, h.maxJSON, &req); err != nil {
+		return nil, err
+	}
+	n := newNames()
+	jobs := make([]permJob, 0, len(req))
+	for _, p := range sortedKeys(req) {
+		abs, err := h.resolve(p)
+		if err != nil {
+			return nil, err
+		}
+		ps, err := n.permSpec(req[p], apierror.CodeInvalidRequestBody, fmt.Sprintf(what, p))
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, permJob{abs, ps})
+	}
+	return jobs, nil
 }
 
 // sortedKeys returns the keys of m in lexical order, so that multi-path

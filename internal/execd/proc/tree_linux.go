@@ -20,8 +20,8 @@ func Descendants(pid int) []int {
 		if err != nil {
 			continue
 		}
-		if pp, ok := parentPID(p); ok {
-			children[pp] = append(children[pp], p)
+		if st, ok := ReadStat(p); ok {
+			children[st.PPID] = append(children[st.PPID], p)
 		}
 	}
 	var out []int
@@ -37,24 +37,39 @@ func Descendants(pid int) []int {
 	return out
 }
 
-// parentPID reads the ppid field of /proc/<pid>/stat. The command name in
-// field 2 may contain spaces and parentheses, so parsing starts after the
-// last ')'.
-func parentPID(pid int) (int, bool) {
+// Stat is the part of /proc/<pid>/stat execd uses.
+type Stat struct {
+	State   byte // R, S, D, Z, T, ...
+	PPID    int
+	PGRP    int
+	Session int
+}
+
+// ReadStat reads /proc/<pid>/stat. The command name in field 2 may contain
+// spaces and parentheses, so fields are counted after its last ')'.
+func ReadStat(pid int) (Stat, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, false
+		return Stat{}, false
 	}
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, false
+		return Stat{}, false
 	}
-	fields := bytes.Fields(b[i+1:])
-	if len(fields) < 2 {
-		return 0, false
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 4 || len(f[0]) != 1 {
+		return Stat{}, false
 	}
-	pp, err := strconv.Atoi(string(fields[1]))
-	return pp, err == nil
+	var st Stat
+	st.State = f[0][0]
+	for j, dst := range []*int{&st.PPID, &st.PGRP, &st.Session} {
+		n, err := strconv.Atoi(string(f[j+1]))
+		if err != nil {
+			return Stat{}, false
+		}
+		*dst = n
+	}
+	return st, true
 }
 
 // SignalDescendants sends sig to every descendant of pid, leaving pid itself

@@ -1,7 +1,6 @@
 package pty
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +8,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/opensandbox-go/opensandbox/internal/execd/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -194,41 +194,9 @@ func sessionMembers(sid int) []int {
 		if err != nil {
 			continue
 		}
-		if s, ok := sessionOf(pid); ok && s == sid {
+		if st, ok := proc.ReadStat(pid); ok && st.Session == sid {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
-}
-
-// sessionOf reads the session field of /proc/<pid>/stat. The command name
-// may contain spaces and parentheses, so fields are counted after its last
-// closing parenthesis: state, ppid, pgrp, session.
-func sessionOf(pid int) (int, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 4 {
-		return 0, false
-	}
-	sid, err := strconv.Atoi(string(f[3]))
-	return sid, err == nil
-}
-
-// exitCodeOf reports a normal exit's status, and 128+n for death by
-// signal n, as shells do.
-func exitCodeOf(ps *os.ProcessState) int {
-	if ps == nil {
-		return -1
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ps.ExitCode()
 }

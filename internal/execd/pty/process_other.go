@@ -4,7 +4,6 @@ package pty
 
 import (
 	"errors"
-	"os"
 	"syscall"
 )
 
@@ -23,4 +22,3 @@ func startProcess(procSpec) (*process, error)      { return nil, errUnsupported 
 func (p *process) resize(rows, cols uint16) error  { return errUnsupported }
 func (p *process) signal(sig syscall.Signal) error { return errUnsupported }
 func (p *process) kill()                           {}
-func exitCodeOf(ps *os.ProcessState) int           { return ps.ExitCode() }

@@ -7,8 +7,8 @@ import (
 	"sync"
 
 	"github.com/coder/websocket"
-
 	"github.com/opensandbox-go/opensandbox/internal/apierror"
+	"github.com/opensandbox-go/opensandbox/internal/execd/proc"
 	"github.com/opensandbox-go/opensandbox/internal/execd/procenv"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
@@ -244,7 +244,7 @@ func (s *session) attached(c *client) (*process, bool) {
 // reports the exit to the attached client.
 func (s *session) reap(p *process, pumps *sync.WaitGroup) {
 	waitErr := p.cmd.Wait()
-	code := exitCodeOf(p.cmd.ProcessState)
+	code := proc.ExitCode(p.cmd.ProcessState)
 	p.drain()
 	pumps.Wait()
 	p.close()

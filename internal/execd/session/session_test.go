@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opensandbox-go/opensandbox/internal/execd/proc"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
@@ -273,8 +274,7 @@ func waitGone(t *testing.T, pid int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil || bytes.Contains(b, []byte(") Z")) {
+		if st, ok := proc.ReadStat(pid); !ok || st.State == 'Z' {
 			return
 		}
 		if time.Now().After(deadline) {
