@@ -106,15 +106,23 @@ func run(args []string) (int, error) {
 	defer stop()
 
 	supervised := supervisor.IsSupervisedServer()
-	// The marker is for this process only; commands it runs must not see it.
+	// The marker and the token are for execd alone: the commands it runs
+	// and the entrypoint must not see them.
 	os.Unsetenv(supervisor.ServerMarkerEnv)
+	os.Unsetenv("EXECD_ACCESS_TOKEN")
 	if len(cfg.entrypoint) > 0 && !supervised {
 		// The supervisor handles signals itself and must not start
 		// children through os/exec (its reaper would steal their status).
 		stop()
+		serverEnv := os.Environ()
+		if cfg.accessToken != "" {
+			serverEnv = append(serverEnv, "EXECD_ACCESS_TOKEN="+cfg.accessToken)
+		}
 		return supervisor.Run(context.Background(), supervisor.Config{
 			Entrypoint: cfg.entrypoint,
+			Env:        os.Environ(),
 			ServerArgs: cfg.serverArgs,
+			ServerEnv:  serverEnv,
 			Logger:     logger,
 		})
 	}

@@ -410,16 +410,17 @@ func TestExecdSupervisesEntrypoint(t *testing.T) {
 	started := filepath.Join(dir, "started")
 	// The entrypoint records that it runs, and exits 7 when asked to stop.
 	script := fmt.Sprintf(`trap 'echo stopping >> %[1]s; exit 7' TERM; echo $$ > %[1]s; while :; do sleep 0.05; done`, started)
-	p := startExecd(t, execdOpts{entrypoint: []string{"bash", "-c", script}})
+	p := startExecd(t, execdOpts{entrypoint: []string{"bash", "-c", script}, env: []string{"EXECD_ACCESS_TOKEN=tok"}})
+	p.token = "tok"
 	poll(t, "entrypoint to start", func() bool {
 		b, _ := os.ReadFile(started)
 		return len(b) > 0
 	})
-	// The API works while the entrypoint runs; commands do not see the
-	// supervisor's marker.
-	ex := p.stream(t, "/command", sandbox.RunCommandRequest{Command: "echo ${EXECD_SUPERVISED_SERVER:-unset}"})
-	if joined(ex.stdout) != "unset" {
-		t.Errorf("command saw EXECD_SUPERVISED_SERVER=%q", ex.stdout)
+	// The API works (with the token) while the entrypoint runs; neither
+	// commands nor the entrypoint see the supervisor's marker or the token.
+	ex := p.stream(t, "/command", sandbox.RunCommandRequest{Command: "echo ${EXECD_SUPERVISED_SERVER:-unset} ${EXECD_ACCESS_TOKEN:-unset}; tr '\\0' '\\n' < /proc/$(cat " + started + " | head -1)/environ | grep -c EXECD_ACCESS_TOKEN"})
+	if joined(ex.stdout) != "unset unset|0" {
+		t.Errorf("command and entrypoint environment leak: %q, want [unset unset, 0]", ex.stdout)
 	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {

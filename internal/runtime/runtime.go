@@ -1,0 +1,164 @@
+// Package runtime is the contract between the lifecycle server and the
+// engines that run sandboxes (Docker today, Kubernetes later). The server
+// drives a Runtime; each driver lives in a subpackage and implements it.
+// The engine is the source of truth for sandboxes: a driver keeps what it
+// needs to answer Get and List in the engine itself (labels, objects), so
+// a restarted server loses nothing.
+//
+// Drivers report failures with the error classes below (wrapped with
+// context); the server maps the classes, never message text, to HTTP
+// statuses.
+package runtime
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Error classes.
+var (
+	ErrNotFound     = errors.New("not found")
+	ErrInvalid      = errors.New("invalid request")
+	ErrConflict     = errors.New("conflict with the current state")
+	ErrNotSupported = errors.New("not supported by this runtime")
+	ErrUnavailable  = errors.New("engine unavailable")
+)
+
+// Spec is everything needed to create a sandbox. The server validates and
+// normalises the request before building it.
+type Spec struct {
+	ID string
+	// Image is the image reference to start from; empty when SnapshotID
+	// is set.
+	Image     string
+	ImageAuth *RegistryAuth
+	// SnapshotID starts the sandbox from a snapshot the runtime made.
+	SnapshotID string
+	// Entrypoint is the user's command (never empty); it is reported back
+	// unchanged by Get and List.
+	Entrypoint []string
+	Env        map[string]string
+	// Metadata is the user's metadata, returned by Get and List.
+	Metadata map[string]string
+	// ExpiresAt is when the sandbox expires; nil means manual cleanup.
+	ExpiresAt *time.Time
+	Resources Resources
+	Volumes   []Volume
+	Platform  *Platform
+	// ExecdToken is the access token execd inside the sandbox requires.
+	ExecdToken string
+}
+
+// RegistryAuth is credentials for pulling an image.
+type RegistryAuth struct {
+	Username, Password string
+}
+
+// Resources are the limits of a sandbox; zero means no limit.
+type Resources struct {
+	NanoCPUs    int64 // 1e9 = one core
+	MemoryBytes int64
+	GPUs        int // number of GPUs; -1 = all
+}
+
+// Volume is a mount of a host path or of a named volume.
+type Volume struct {
+	Name      string
+	MountPath string
+	ReadOnly  bool
+	SubPath   string
+	// HostPath is set for host bind mounts (already checked against the
+	// server's allow-list).
+	HostPath string
+	// ClaimName is set for named volumes.
+	ClaimName string
+	// CreateIfNotExists creates a missing named volume; DeleteOnTermination
+	// removes a volume the runtime created when the sandbox is deleted.
+	CreateIfNotExists   bool
+	DeleteOnTermination bool
+}
+
+// Platform is an operating system and CPU architecture.
+type Platform struct {
+	OS, Arch string
+}
+
+// Sandbox is a sandbox as the runtime sees it.
+type Sandbox struct {
+	ID         string
+	Image      string // the image it was created from ("" for snapshots)
+	SnapshotID string
+	Entrypoint []string
+	Metadata   map[string]string
+	Platform   *Platform
+	State      string // one of the sandbox.State* values
+	Reason     string
+	Message    string
+	// LastTransitionAt is when State was entered, when known.
+	LastTransitionAt time.Time
+	CreatedAt        time.Time
+	// ExpiresAt is the expiry given at creation; nil means manual cleanup.
+	ExpiresAt  *time.Time
+	ExecdToken string
+}
+
+// Address is where the server reaches a port of a sandbox over HTTP:
+// http://Host:Port + PathPrefix + path.
+type Address struct {
+	Host       string
+	Port       int
+	PathPrefix string // e.g. "/proxy/3000" when the port is reached through execd
+}
+
+// LogOptions select container logs.
+type LogOptions struct {
+	Tail  int           // last N lines; 0 = all
+	Since time.Duration // only newer than now-Since; 0 = all
+}
+
+// Event is a lifecycle event of a sandbox reported by the engine.
+type Event struct {
+	Time    time.Time
+	Action  string
+	Message string
+}
+
+// Runtime runs sandboxes. All methods are safe for concurrent use.
+type Runtime interface {
+	// Create creates and starts a sandbox; it returns once the sandbox
+	// runs (or has failed).
+	Create(ctx context.Context, spec Spec) (Sandbox, error)
+	Get(ctx context.Context, id string) (Sandbox, error)
+	// List returns every sandbox of this runtime, in no particular order.
+	List(ctx context.Context) ([]Sandbox, error)
+	// Delete removes the sandbox and everything it created.
+	Delete(ctx context.Context, id string) error
+	// Pause freezes every process of the sandbox; ErrConflict unless running.
+	Pause(ctx context.Context, id string) error
+	// Resume thaws a paused sandbox; ErrConflict unless paused.
+	Resume(ctx context.Context, id string) error
+	// Address tells how the server reaches port inside the sandbox.
+	Address(ctx context.Context, id string, port int) (Address, error)
+
+	Snapshotter
+	Diagnostics
+}
+
+// Snapshotter saves sandboxes' filesystems so new sandboxes can start from them.
+type Snapshotter interface {
+	// CommitSnapshot saves the filesystem of sandbox sandboxID as
+	// snapshot snapshotID; it blocks until the snapshot is complete.
+	CommitSnapshot(ctx context.Context, sandboxID, snapshotID string) error
+	// DeleteSnapshot removes what CommitSnapshot stored; ErrNotFound if
+	// there is nothing.
+	DeleteSnapshot(ctx context.Context, snapshotID string) error
+}
+
+// Diagnostics reads what the engine knows about a sandbox.
+type Diagnostics interface {
+	Logs(ctx context.Context, id string, opts LogOptions) ([]byte, error)
+	// Inspect returns the engine's description of the sandbox as JSON.
+	Inspect(ctx context.Context, id string) ([]byte, error)
+	Events(ctx context.Context, id string, limit int) ([]Event, error)
+}
