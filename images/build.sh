@@ -1,0 +1,455 @@
+#!/usr/bin/env bash
+# Builds OpenSandbox sandbox images from Debian packages, with no container
+# registry: debootstrap makes a Debian root filesystem from the apt mirror
+# this machine already uses, apt-get installs the image's packages inside
+# it (chroot), and `docker import` turns the tree into an image.
+#
+#   images/build.sh [--force] [--verbose] IMAGE...   build IMAGE as opensandbox/IMAGE:latest
+#   images/build.sh --list                          list the images this script knows
+#   images/build.sh --hash IMAGE                    print IMAGE's recipe hash
+#
+# Every image is a recipe: a recipe_<name> function (parent image, Debian
+# packages, extra `docker import --change` lines, a smoke check) and a
+# customize_<name> function (edits to the root filesystem once the packages
+# are in). The recipe hash covers those two functions, the shared build
+# functions, the package list, the Debian suite, the architecture and the
+# parent's recipe hash. When opensandbox/IMAGE:latest already carries that
+# hash, nothing is built; --force rebuilds anyway (to pick up Debian
+# updates). Building needs root; checking does not. See images/README.md.
+set -euo pipefail
+
+SELF=$(readlink -f "${BASH_SOURCE[0]}")
+SUITE=bookworm
+REPO=opensandbox # images are $REPO/<name>
+LABEL_IMAGE=io.opensandbox.image
+LABEL_RECIPE=io.opensandbox.recipe
+IMAGE_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
+
+# ---------------------------------------------------------------- images --
+#
+# To add an image NAME (dashes become underscores in function names):
+#   recipe_NAME     sets PARENT ("" = start from debootstrap, or the name of
+#                   an image whose root filesystem this one starts from),
+#                   PACKAGES (installed with apt-get --no-install-recommends),
+#                   CHANGES (extra `docker import --change` lines, optional)
+#                   and CHECK (a bash script run in the new image before it
+#                   is tagged latest; it must exit 0).
+#   customize_NAME  runs after the packages are installed; $ROOTFS is the
+#                   tree, in_root runs a command chrooted into it (with /proc,
+#                   /dev and the network), e.g. `in_root pip install ...`.
+# and list NAME in IMAGES. Example, for the next image:
+#
+#   recipe_code_interpreter() {
+#   	PARENT=base
+#   	PACKAGES=(python3-ipykernel python3-numpy python3-pandas python3-matplotlib
+#   		nodejs default-jdk-headless golang-go git)
+#   	CHANGES=('ENV MPLBACKEND=Agg')
+#   	CHECK='python3 -c "import ipykernel, numpy, pandas, matplotlib"; node --version; java -version; go version'
+#   }
+#   customize_code_interpreter() { :; }
+
+IMAGES=(base)
+
+# base: a small Debian with bash, Python 3, curl and the usual shell tools,
+# and an unprivileged user `sandbox` (uid 1000).
+recipe_base() {
+	PARENT=''
+	PACKAGES=(bash coreutils findutils grep sed tar gzip less procps iproute2
+		python3 curl ca-certificates)
+	CHANGES=()
+	# shellcheck disable=SC2016 # expanded in the image, not here
+	CHECK='python3 -c "print(1+1)"; curl --version; test -s /etc/ssl/certs/ca-certificates.crt; test "$(id -u sandbox)" = 1000'
+}
+
+customize_base() {
+	in_root useradd --create-home --uid 1000 --user-group --shell /bin/bash sandbox
+}
+
+# ------------------------------------------------------------- build steps --
+# Every function whose text shapes the image is listed here: its text is part
+# of the recipe hash, so editing it rebuilds the images on the next run.
+BUILD_FUNCS=(rootfs_debootstrap rootfs_from_image write_dpkg_excludes write_apt_sources
+	chroot_mount in_root install_packages finalize_rootfs import_rootfs)
+
+# rootfs_debootstrap makes a minimal Debian $SUITE in $ROOTFS from the mirror
+# apt uses on this machine.
+rootfs_debootstrap() {
+	local mirror
+	mirror=$(host_apt_sources | awk -v s="$SUITE" '$2 == s { print $1; exit }')
+	[ -n "$mirror" ] || die "no enabled 'deb' source for $SUITE in /etc/apt/sources.list or /etc/apt/sources.list.d/; debootstrap needs a Debian mirror"
+	step "debootstrap --variant=minbase $SUITE from ${mirror%/}"
+	quiet debootstrap --variant=minbase --arch="$ARCH" --components=main \
+		--keyring="$KEYRING" "$SUITE" "$ROOTFS" "${mirror%/}"
+}
+
+# rootfs_from_image unpacks the file system of image $1 into $ROOTFS.
+rootfs_from_image() {
+	step "unpacking $1"
+	CID=$(docker create "$1" /bin/true)
+	docker export "$CID" | tar -x --numeric-owner --xattrs --xattrs-include='security.capability' -C "$ROOTFS" -f -
+	docker rm "$CID" >/dev/null
+	CID=
+	rm -f "$ROOTFS/.dockerenv"
+}
+
+# write_dpkg_excludes keeps documentation, manual pages and translations
+# out of the image (copyright files stay), as Debian's slim images do.
+write_dpkg_excludes() {
+	mkdir -p "$ROOTFS/etc/dpkg/dpkg.cfg.d"
+	cat >"$ROOTFS/etc/dpkg/dpkg.cfg.d/opensandbox-slim" <<-'EOF'
+		path-exclude=/usr/share/doc/*
+		path-include=/usr/share/doc/*/copyright
+		path-exclude=/usr/share/man/*
+		path-exclude=/usr/share/info/*
+		path-exclude=/usr/share/locale/*
+		path-include=/usr/share/locale/locale.alias
+		path-exclude=/usr/share/lintian/*
+	EOF
+}
+
+# write_apt_sources points the image's apt at this machine's mirrors for
+# $SUITE, $SUITE-updates and $SUITE-security (main only).
+write_apt_sources() {
+	rm -f "$ROOTFS/etc/apt/sources.list"
+	host_apt_sources | awk -v s="$SUITE" -v kr="$KEYRING" '
+		($2 == s || $2 == s "-updates" || $2 == s "-security") && !(($1, $2) in seen) {
+			seen[$1, $2] = 1
+			if (!($1 in suites)) order[++n] = $1
+			suites[$1] = suites[$1] " " $2
+		}
+		END {
+			for (i = 1; i <= n; i++)
+				printf "%sTypes: deb\nURIs: %s\nSuites:%s\nComponents: main\nSigned-By: %s\n",
+					(i > 1 ? "\n" : ""), order[i], suites[order[i]], kr
+		}' >"$ROOTFS/etc/apt/sources.list.d/debian.sources"
+}
+
+# chroot_mount gives the chroot a fresh /proc, and a /dev of its own on a
+# tmpfs (never a bind mount of the host's /dev, so that no removal in the
+# tree can reach host devices). chroot_umount undoes it.
+chroot_mount() {
+	mount -t proc proc "$ROOTFS/proc"
+	mount -t tmpfs -o mode=0755,size=16m tmpfs "$ROOTFS/dev"
+	local d="$ROOTFS/dev"
+	mknod -m 666 "$d/null" c 1 3
+	mknod -m 666 "$d/zero" c 1 5
+	mknod -m 666 "$d/full" c 1 7
+	mknod -m 666 "$d/random" c 1 8
+	mknod -m 666 "$d/urandom" c 1 9
+	mknod -m 666 "$d/tty" c 5 0
+	mkdir -m 755 "$d/pts"
+	mkdir -m 1777 "$d/shm"
+	mount -t devpts -o newinstance,ptmxmode=0666,mode=620 devpts "$d/pts"
+	ln -s pts/ptmx "$d/ptmx"
+	ln -s /proc/self/fd "$d/fd"
+	ln -s /proc/self/fd/0 "$d/stdin"
+	ln -s /proc/self/fd/1 "$d/stdout"
+	ln -s /proc/self/fd/2 "$d/stderr"
+	# The host's resolver, for apt while building; emptied by finalize_rootfs.
+	rm -f "$ROOTFS/etc/resolv.conf"
+	cat /etc/resolv.conf >"$ROOTFS/etc/resolv.conf"
+	# No service starts inside the build chroot.
+	printf '#!/bin/sh\nexit 101\n' >"$ROOTFS/usr/sbin/policy-rc.d"
+	chmod 755 "$ROOTFS/usr/sbin/policy-rc.d"
+}
+
+chroot_umount() {
+	[ -n "${ROOTFS:-}" ] || return 0
+	local m
+	for m in dev/pts dev proc; do
+		if mountpoint -q "$ROOTFS/$m" 2>/dev/null; then
+			umount "$ROOTFS/$m" 2>/dev/null || umount -l "$ROOTFS/$m"
+		fi
+	done
+}
+
+# in_root runs a command chrooted into $ROOTFS with a clean environment.
+in_root() {
+	chroot "$ROOTFS" /usr/bin/env -i PATH="$IMAGE_PATH" HOME=/root LANG=C.UTF-8 \
+		DEBIAN_FRONTEND=noninteractive DEBCONF_NONINTERACTIVE_SEEN=true \
+		${http_proxy:+http_proxy=$http_proxy} ${https_proxy:+https_proxy=$https_proxy} \
+		${no_proxy:+no_proxy=$no_proxy} "$@"
+}
+
+# install_packages brings the tree up to date (the debootstrap stage only
+# reads $SUITE, not its security updates) and installs PACKAGES.
+install_packages() {
+	step "apt-get upgrade and install: ${PACKAGES[*]}"
+	quiet in_root apt-get update -q
+	quiet in_root apt-get -y -q -o Dpkg::Options::=--force-confold dist-upgrade
+	quiet in_root apt-get install -y -q --no-install-recommends "${PACKAGES[@]}"
+}
+
+# finalize_rootfs removes what the build left behind and what a container
+# runtime supplies itself, and sets the neutral defaults every image shares.
+finalize_rootfs() {
+	step "cleaning the root filesystem"
+	quiet in_root apt-get clean
+	rm -f "$ROOTFS/usr/sbin/policy-rc.d"
+	chroot_umount
+	local r=$ROOTFS
+	rm -rf "$r"/var/lib/apt/lists/* "$r"/var/cache/apt/*.bin "$r"/var/cache/apt/archives/partial \
+		"$r"/var/cache/debconf/*-old "$r"/var/lib/dpkg/*-old "$r"/var/cache/ldconfig/aux-cache \
+		"$r"/root/.cache "$r"/root/.wget-hsts "$r"/debootstrap "$r"/.dockerenv
+	find "$r/var/log" -type f -delete
+	find "$r/tmp" "$r/var/tmp" -mindepth 1 -delete
+	chmod 1777 "$r/tmp" "$r/var/tmp"
+	# What write_dpkg_excludes keeps out of later installs, out of this tree too.
+	find "$r/usr/share/doc" -mindepth 1 ! -type d ! -name copyright -delete
+	find "$r/usr/share/doc" -mindepth 1 -type d -empty -delete
+	rm -rf "$r"/usr/share/man/* "$r"/usr/share/info/* "$r"/usr/share/lintian/*
+	find "$r/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
+	# The runtime mounts its own /dev, hostname, hosts and resolv.conf.
+	find "$r/dev" -mindepth 1 -delete
+	echo sandbox >"$r/etc/hostname"
+	printf '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$r/etc/hosts"
+	: >"$r/etc/resolv.conf"
+	: >"$r/etc/machine-id"
+	echo LANG=C.UTF-8 >"$r/etc/default/locale"
+}
+
+# import_rootfs imports $ROOTFS as image $1, labelled with its name and recipe.
+import_rootfs() {
+	local ref=$1 c
+	local changes=(
+		"ENV PATH=$IMAGE_PATH"
+		"ENV LANG=C.UTF-8"
+		"WORKDIR /"
+		'CMD ["/bin/bash"]'
+		"LABEL $LABEL_IMAGE=$NAME"
+		"LABEL $LABEL_RECIPE=$HASH"
+		"${CHANGES[@]}"
+	)
+	local args=()
+	for c in "${changes[@]}"; do args+=(--change "$c"); done
+	step "docker import"
+	tar -c --numeric-owner --xattrs --xattrs-include='security.capability' -C "$ROOTFS" -f - . |
+		docker import --message "opensandbox $NAME recipe $HASH" "${args[@]}" - "$ref" >/dev/null
+}
+
+# ----------------------------------------------------------------- helpers --
+
+die() {
+	echo "images/build.sh: $*" >&2
+	exit 1
+}
+
+step() { echo "[$NAME ${SECONDS}s] $*"; }
+
+# quiet runs a command with its output in the build log (on the terminal
+# with --verbose); a failed build prints the end of the log.
+quiet() {
+	if [ "$VERBOSE" = 1 ]; then "$@"; else "$@" >>"$LOG" 2>&1; fi
+}
+
+# host_apt_sources prints "URI SUITE" for every enabled deb source of this
+# machine's apt, in both the one-line and the deb822 format.
+host_apt_sources() {
+	local f
+	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+		[ -r "$f" ] || continue
+		awk '$1 == "deb" {
+			i = 2
+			if ($2 ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
+			if (i + 1 <= NF) print $i, $(i + 1)
+		}' "$f"
+	done
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[ -r "$f" ] || continue
+		awk '
+			function flush(  n, m, i, j, u, s) {
+				if (enabled != "no" && (" " types " ") ~ /[ \t]deb[ \t]/) {
+					n = split(uris, u, " "); m = split(suites, s, " ")
+					for (i = 1; i <= n; i++) for (j = 1; j <= m; j++) print u[i], s[j]
+				}
+				types = uris = suites = enabled = field = ""
+			}
+			/^#/ { next }
+			/^[ \t]*$/ { flush(); next }
+			/^[ \t]/ {
+				if (field == "uris") uris = uris " " $0
+				else if (field == "suites") suites = suites " " $0
+				next
+			}
+			{
+				field = tolower($0); sub(/:.*/, "", field)
+				val = $0; sub(/^[^:]*:[ \t]*/, "", val)
+				if (field == "types") types = val
+				else if (field == "uris") uris = val
+				else if (field == "suites") suites = val
+				else if (field == "enabled") enabled = tolower(val)
+			}
+			END { flush() }' "$f"
+	done
+}
+
+recipe_defaults() { PARENT='' PACKAGES=() CHANGES=() CHECK=true; }
+
+known_image() {
+	local i
+	for i in "${IMAGES[@]}"; do [ "$i" = "$1" ] && return 0; done
+	return 1
+}
+
+# recipe_hash prints the first 12 hex digits of the sha256 of image $1's
+# recipe (see the head of this file for what it covers).
+recipe_hash() {
+	(
+		local fn=${1//-/_}
+		recipe_defaults
+		"recipe_$fn"
+		printf 'image %s\nsuite %s\narch %s\n' "$1" "$SUITE" "$ARCH"
+		printf '%s\n' "${PACKAGES[@]}" | sort -u | sed 's/^/package /'
+		declare -f "recipe_$fn" "customize_$fn" "${BUILD_FUNCS[@]}"
+		if [ -n "$PARENT" ]; then printf 'parent %s %s\n' "$PARENT" "$(recipe_hash "$PARENT")"; fi
+	) | sha256sum | cut -c1-12
+}
+
+image_recipe() { # prints the recipe label of image ref $1, or nothing
+	docker image inspect --format "{{index .Config.Labels \"$LABEL_RECIPE\"}}" "$1" 2>/dev/null || true
+}
+
+# up_to_date succeeds when $REPO/$NAME:latest is the image of recipe $HASH,
+# tagging it latest if only the $HASH tag was there.
+up_to_date() {
+	[ "$(image_recipe "$REPO/$NAME:latest")" = "$HASH" ] && return 0
+	if [ "$(image_recipe "$REPO/$NAME:$HASH")" = "$HASH" ]; then
+		docker tag "$REPO/$NAME:$HASH" "$REPO/$NAME:latest"
+		return 0
+	fi
+	return 1
+}
+
+ensure_host_tools() {
+	local need=()
+	command -v debootstrap >/dev/null || need+=(debootstrap)
+	[ -r "$KEYRING" ] || need+=(debian-archive-keyring)
+	[ ${#need[@]} -eq 0 ] && return 0
+	step "installing ${need[*]}"
+	quiet apt-get update -q
+	DEBIAN_FRONTEND=noninteractive quiet apt-get install -y -q "${need[@]}"
+}
+
+cleanup() {
+	local rc=$?
+	set +e
+	trap - EXIT INT TERM
+	chroot_umount
+	[ -n "${CID:-}" ] && docker rm -f "$CID" >/dev/null 2>&1
+	[ -n "${TMP_REF:-}" ] && docker rmi "$TMP_REF" >/dev/null 2>&1
+	if [ "$rc" != 0 ] && [ "$VERBOSE" != 1 ] && [ -s "${LOG:-}" ]; then
+		echo "--- last lines of the build log ---" >&2
+		tail -n 40 "$LOG" >&2
+	fi
+	if [ -n "${WORK:-}" ] && [ -d "$WORK" ]; then
+		rm -rf --one-file-system "$WORK" || echo "images/build.sh: could not remove $WORK" >&2
+	fi
+	[ "$rc" != 0 ] && echo "images/build.sh: building $REPO/$NAME failed; $REPO/$NAME:latest is unchanged" >&2
+	exit "$rc"
+}
+
+# build_image builds one image; it runs in a subshell of its own.
+build_image() {
+	NAME=$1
+	local fn=${NAME//-/_}
+	recipe_defaults
+	"recipe_$fn"
+	HASH=$(recipe_hash "$NAME")
+	if [ "$FORCE" != 1 ] && up_to_date; then
+		echo "$REPO/$NAME:latest is up to date (recipe $HASH)"
+		return 0
+	fi
+	[ "$(id -u)" = 0 ] || die "building $REPO/$NAME needs root (debootstrap, chroot, mount); run: sudo $0 $NAME"
+	if [ -n "$PARENT" ]; then
+		# A separate process, before taking the lock below.
+		local opts=()
+		[ "$VERBOSE" = 1 ] && opts+=(--verbose)
+		bash "$SELF" "${opts[@]}" "$PARENT" || die "building the parent image $PARENT failed"
+	fi
+	# One build at a time on this machine; a concurrent run of the same
+	# image finds the result up to date once it holds the lock.
+	exec 9<"$SELF"
+	flock 9
+	if [ "$FORCE" != 1 ] && up_to_date; then
+		echo "$REPO/$NAME:latest is up to date (recipe $HASH)"
+		return 0
+	fi
+
+	SECONDS=0
+	trap cleanup EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	WORK=$(mktemp -d /var/tmp/opensandbox-image.XXXXXX)
+	ROOTFS=$WORK/rootfs
+	LOG=$WORK/build.log
+	mkdir "$ROOTFS"
+	echo "building $REPO/$NAME (recipe $HASH)"
+
+	if [ -n "$PARENT" ]; then
+		rootfs_from_image "$REPO/$PARENT:$(recipe_hash "$PARENT")"
+	else
+		ensure_host_tools
+		rootfs_debootstrap
+	fi
+	write_dpkg_excludes
+	write_apt_sources
+	chroot_mount
+	install_packages
+	step "customize_$fn"
+	quiet "customize_$fn"
+	finalize_rootfs
+
+	TMP_REF=$REPO/$NAME:build-$$
+	import_rootfs "$TMP_REF"
+	step "checking the image"
+	quiet docker run --rm --network none --entrypoint /bin/bash "$TMP_REF" -euc "$CHECK" ||
+		die "the new image failed its check: $CHECK"
+	docker tag "$TMP_REF" "$REPO/$NAME:$HASH"
+	docker tag "$TMP_REF" "$REPO/$NAME:latest"
+	docker rmi "$TMP_REF" >/dev/null
+	TMP_REF=
+	# An image that lost all its tags to this build (a --force rebuild of
+	# the same recipe) goes; images of older recipes keep their hash tag.
+	docker image prune -f --filter "label=$LABEL_IMAGE=$NAME" >/dev/null 2>&1 || true
+	local size
+	size=$(docker image inspect --format '{{.Size}}' "$REPO/$NAME:latest")
+	echo "built $REPO/$NAME:latest = $REPO/$NAME:$HASH ($((size / 1000000)) MB) in ${SECONDS}s"
+}
+
+usage() {
+	echo "usage: images/build.sh [--force] [--verbose] IMAGE...   (images: ${IMAGES[*]})" >&2
+	echo "       images/build.sh --list | --hash IMAGE" >&2
+	exit 2
+}
+
+main() {
+	FORCE=0 VERBOSE=0
+	local names=() hash_only=0 a
+	for a in "$@"; do
+		case $a in
+		--force) FORCE=1 ;;
+		--verbose | -v) VERBOSE=1 ;;
+		--list) printf '%s\n' "${IMAGES[@]}"; exit 0 ;;
+		--hash) hash_only=1 ;;
+		-h | --help) usage ;;
+		-*) echo "images/build.sh: unknown option $a" >&2; usage ;;
+		*) known_image "$a" || die "unknown image '$a' (known: ${IMAGES[*]})"; names+=("$a") ;;
+		esac
+	done
+	[ ${#names[@]} -gt 0 ] || usage
+	ARCH=$(dpkg --print-architecture)
+	if [ "$hash_only" = 1 ]; then
+		for a in "${names[@]}"; do recipe_hash "$a"; done
+		exit 0
+	fi
+	if ! docker version --format '{{.Server.Version}}' >/dev/null 2>&1; then
+		[ "$(id -u)" = 0 ] || die "cannot reach the Docker engine as $(id -un); building images needs root"
+		die "cannot reach the Docker engine; start it (bash scripts/ensure-deps.sh)"
+	fi
+	for a in "${names[@]}"; do
+		(build_image "$a")
+	done
+}
+
+main "$@"
