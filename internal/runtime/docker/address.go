@@ -1,0 +1,83 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/go-connections/nat"
+
+	"github.com/opensandbox-go/opensandbox/internal/runtime"
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
+)
+
+var (
+	execdPortKey = nat.Port(strconv.Itoa(sandbox.ExecdPort) + "/tcp")
+	httpPortKey  = nat.Port(strconv.Itoa(sandbox.HTTPPort) + "/tcp")
+)
+
+// Address tells how to reach port of sandbox id. In bridge mode execd's
+// port and the HTTP port are published on HostIP and every other port is
+// reached through execd's /proxy/<port>; in host mode ports are reached
+// directly. ErrConflict when the sandbox is not running.
+func (r *Runtime) Address(ctx context.Context, id string, port int) (runtime.Address, error) {
+	if port < 1 || port > 65535 {
+		return runtime.Address{}, fmt.Errorf("docker: sandbox %s: port %d outside 1..65535: %w", id, port, runtime.ErrInvalid)
+	}
+	c, err := r.inspect(ctx, id)
+	if err != nil {
+		return runtime.Address{}, err
+	}
+	if c.State == nil || !c.State.Running || c.State.Paused {
+		st := stateOf(c.State)
+		return runtime.Address{}, fmt.Errorf("docker: sandbox %s is not running (%s): %w", id, st.State, runtime.ErrConflict)
+	}
+	return r.addressOf(c, id, port)
+}
+
+// addressOf computes the address of port from an inspected container.
+func (r *Runtime) addressOf(c container.InspectResponse, id string, port int) (runtime.Address, error) {
+	host := r.opts.HostIP
+	if c.HostConfig != nil && c.HostConfig.NetworkMode.IsHost() {
+		if port != sandbox.ExecdPort {
+			return runtime.Address{Host: host, Port: port}, nil
+		}
+		p, err := strconv.Atoi(newLabelView(c.Config.Labels).str(labelExecdPort))
+		if err != nil || p <= 0 {
+			return runtime.Address{}, fmt.Errorf("docker: sandbox %s: host-network container has no valid %s label: %w", id, labelExecdPort, runtime.ErrUnavailable)
+		}
+		return runtime.Address{Host: host, Port: p}, nil
+	}
+	switch port {
+	case sandbox.ExecdPort:
+		p, err := publishedPort(c, execdPortKey)
+		if err != nil {
+			return runtime.Address{}, fmt.Errorf("docker: sandbox %s: %w", id, err)
+		}
+		return runtime.Address{Host: host, Port: p}, nil
+	case sandbox.HTTPPort:
+		p, err := publishedPort(c, httpPortKey)
+		if err != nil {
+			return runtime.Address{}, fmt.Errorf("docker: sandbox %s: %w", id, err)
+		}
+		return runtime.Address{Host: host, Port: p}, nil
+	}
+	p, err := publishedPort(c, execdPortKey)
+	if err != nil {
+		return runtime.Address{}, fmt.Errorf("docker: sandbox %s: %w", id, err)
+	}
+	return runtime.Address{Host: host, Port: p, PathPrefix: "/proxy/" + strconv.Itoa(port)}, nil
+}
+
+// publishedPort is the host port the engine published container port k on.
+func publishedPort(c container.InspectResponse, k nat.Port) (int, error) {
+	if c.NetworkSettings != nil {
+		for _, b := range c.NetworkSettings.Ports[k] {
+			if p, err := strconv.Atoi(b.HostPort); err == nil && p > 0 {
+				return p, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("container port %s is not published: %w", k, runtime.ErrUnavailable)
+}

@@ -1,0 +1,193 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/go-connections/nat"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/opensandbox-go/opensandbox/internal/runtime"
+)
+
+// cleanupTimeout bounds the removal of what a failed Create made; it runs
+// even when the caller's context is gone.
+const cleanupTimeout = 30 * time.Second
+
+// Create creates sandbox spec.ID and returns once execd inside answers.
+// A failed create leaves nothing behind: the container and the volumes
+// it made are removed before the error is returned.
+func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (runtime.Sandbox, error) {
+	if err := validate(spec); err != nil {
+		return runtime.Sandbox{}, err
+	}
+	start := time.Now()
+	ref, imgLabels, err := r.resolveImage(ctx, spec)
+	if err != nil {
+		return runtime.Sandbox{}, err
+	}
+	plan, err := r.prepareVolumes(ctx, spec)
+	if err != nil {
+		return runtime.Sandbox{}, err
+	}
+	containerID, err := r.start(ctx, spec, ref, imgLabels, plan)
+	var sb runtime.Sandbox
+	if err == nil {
+		sb, err = r.Get(ctx, spec.ID)
+	}
+	if err != nil {
+		r.undoCreate(ctx, spec.ID, containerID, plan.created)
+		return runtime.Sandbox{}, err
+	}
+	r.log.InfoContext(ctx, "sandbox created", "sandbox", spec.ID, "image", ref, "elapsed", time.Since(start).Round(time.Millisecond))
+	return sb, nil
+}
+
+// start creates and starts the container and waits for execd. It returns
+// the container's id once the engine made it, even with an error.
+func (r *Runtime) start(ctx context.Context, spec runtime.Spec, ref string, imgLabels map[string]string, plan volumePlan) (string, error) {
+	cfg, hc, err := r.containerConfig(spec, ref, imgLabels, plan)
+	if err != nil {
+		return "", err
+	}
+	var platform *ocispec.Platform
+	if p := spec.Platform; p != nil {
+		platform = &ocispec.Platform{OS: p.OS, Architecture: p.Arch}
+	}
+	created, err := r.cli.ContainerCreate(ctx, cfg, hc, nil, platform, containerName(spec.ID))
+	if err != nil {
+		return "", engineErr(err, "docker: sandbox %s: create container", spec.ID)
+	}
+	if r.opts.ExecdCopy {
+		err := r.cli.CopyToContainer(ctx, created.ID, "/", bytes.NewReader(r.execdTar), container.CopyToContainerOptions{})
+		if err != nil {
+			return created.ID, engineErr(err, "docker: sandbox %s: copy execd into the container", spec.ID)
+		}
+	}
+	if err := r.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		return created.ID, engineErr(err, "docker: sandbox %s: start container", spec.ID)
+	}
+	if err := r.waitExecd(ctx, spec.ID, spec.ExecdToken); err != nil {
+		if logs := r.lastLogs(context.WithoutCancel(ctx), created.ID, 20); logs != "" {
+			return created.ID, fmt.Errorf("%w; last container logs:\n%s", err, logs)
+		}
+		return created.ID, err
+	}
+	return created.ID, nil
+}
+
+// undoCreate removes what a failed Create made, even when ctx is done.
+func (r *Runtime) undoCreate(ctx context.Context, id, containerID string, volumes []string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if containerID != "" {
+		err := r.cli.ContainerRemove(ctx, containerID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && classOf(err) != runtime.ErrNotFound {
+			r.log.ErrorContext(ctx, "remove the container of a failed create", "sandbox", id, "err", err)
+		}
+	}
+	r.removeVolumes(ctx, id, volumes)
+}
+
+func validate(spec runtime.Spec) error {
+	switch {
+	case spec.ID == "":
+		return fmt.Errorf("docker: create: empty sandbox id: %w", runtime.ErrInvalid)
+	case strings.ContainsAny(spec.ID, "/ \t\n") || !validName(containerName(spec.ID)):
+		return fmt.Errorf("docker: create: sandbox id %q cannot name a container: %w", spec.ID, runtime.ErrInvalid)
+	case len(spec.Entrypoint) == 0 || spec.Entrypoint[0] == "":
+		return fmt.Errorf("docker: sandbox %s: empty entrypoint: %w", spec.ID, runtime.ErrInvalid)
+	case spec.Image == "" && spec.SnapshotID == "":
+		return fmt.Errorf("docker: sandbox %s: no image and no snapshot: %w", spec.ID, runtime.ErrInvalid)
+	case spec.Resources.NanoCPUs < 0 || spec.Resources.MemoryBytes < 0 || spec.Resources.GPUs < -1:
+		return fmt.Errorf("docker: sandbox %s: negative resource limit: %w", spec.ID, runtime.ErrInvalid)
+	}
+	return nil
+}
+
+// validName mirrors the engine's container name rule [a-zA-Z0-9][a-zA-Z0-9_.-]+.
+func validName(s string) bool {
+	for i, c := range s {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || i > 0 && (c == '_' || c == '.' || c == '-')
+		if !ok {
+			return false
+		}
+	}
+	return len(s) > 1
+}
+
+// containerConfig builds the container and host configuration of spec.
+func (r *Runtime) containerConfig(spec runtime.Spec, ref string, imgLabels map[string]string, plan volumePlan) (*container.Config, *container.HostConfig, error) {
+	entry := []string{execdInContainer}
+	var execdPort string
+	if r.opts.NetworkMode == networkHost {
+		p, err := freePort(r.opts.HostIP)
+		if err != nil {
+			return nil, nil, err
+		}
+		execdPort = p
+		entry = append(entry, "--port", p)
+	}
+	entry = append(entry, "--")
+
+	labels := r.specLabels(spec, time.Now(), execdPort, plan.managed)
+	maskInherited(labels, imgLabels)
+
+	env := make([]string, 0, len(spec.Env)+1)
+	for k, v := range spec.Env {
+		if k != execdTokenEnv {
+			env = append(env, k+"="+v)
+		}
+	}
+	sort.Strings(env)
+	if spec.ExecdToken != "" {
+		env = append(env, execdTokenEnv+"="+spec.ExecdToken)
+	}
+
+	cfg := &container.Config{
+		Image:      ref,
+		Entrypoint: entry,
+		Cmd:        append([]string(nil), spec.Entrypoint...),
+		Env:        env,
+		Labels:     labels,
+	}
+	no := false
+	hc := &container.HostConfig{
+		NetworkMode: container.NetworkMode(r.opts.NetworkMode),
+		CapDrop:     r.opts.DropCapabilities,
+		SecurityOpt: r.securityOpt,
+		Init:        &no, // execd is the init
+		Runtime:     r.opts.Runtime,
+		Mounts:      plan.mounts,
+	}
+	if !r.opts.ExecdCopy {
+		hc.Mounts = append([]mount.Mount{{Type: mount.TypeBind, Source: r.opts.ExecdPath, Target: execdInContainer, ReadOnly: true}}, hc.Mounts...)
+	}
+	if r.opts.NetworkMode == networkBridge {
+		cfg.ExposedPorts = nat.PortSet{execdPortKey: {}, httpPortKey: {}}
+		hc.PortBindings = nat.PortMap{
+			execdPortKey: {{HostIP: r.opts.HostIP}},
+			httpPortKey:  {{HostIP: r.opts.HostIP}},
+		}
+	}
+	res := spec.Resources
+	hc.NanoCPUs = res.NanoCPUs
+	if res.MemoryBytes > 0 {
+		hc.Memory = res.MemoryBytes
+		hc.MemorySwap = res.MemoryBytes // no swap beyond the limit
+	}
+	if r.opts.PidsLimit > 0 {
+		pids := r.opts.PidsLimit
+		hc.PidsLimit = &pids
+	}
+	if res.GPUs != 0 {
+		hc.DeviceRequests = []container.DeviceRequest{{Count: res.GPUs, Capabilities: [][]string{{"gpu"}}}}
+	}
+	return cfg, hc, nil
+}

@@ -1,0 +1,138 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opensandbox-go/opensandbox/internal/runtime"
+)
+
+func TestHardeningOptions(t *testing.T) {
+	t.Parallel()
+	needEngine(t)
+	profile := filepath.Join(t.TempDir(), "seccomp.json")
+	if err := os.WriteFile(profile, []byte(`{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["swapon"],"action":"SCMP_ACT_ERRNO"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	no := false
+	r := newTestRuntime(t, func(o *Options) {
+		o.DropCapabilities = []string{"NET_RAW", "CHOWN"}
+		o.NoNewPrivileges = &no
+		o.PidsLimit = 100
+		o.SeccompProfile = profile
+		o.Runtime = "runc"
+	})
+	ctx := testCtx(t)
+	spec := baseSpec(t)
+	mustCreate(t, r, spec)
+	c, err := env.cli.ContainerInspect(ctx, containerName(spec.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := c.HostConfig
+	if hc.PidsLimit == nil || *hc.PidsLimit != 100 || hc.Runtime != "runc" {
+		t.Errorf("pids limit %v runtime %q", hc.PidsLimit, hc.Runtime)
+	}
+	caps := strings.Join(hc.CapDrop, ",")
+	if !strings.Contains(caps, "NET_RAW") || !strings.Contains(caps, "CHOWN") || strings.Contains(caps, "SYS_ADMIN") {
+		t.Errorf("CapDrop = %v, want exactly NET_RAW and CHOWN", hc.CapDrop)
+	}
+	if slices.Contains(hc.SecurityOpt, "no-new-privileges:true") || !slices.ContainsFunc(hc.SecurityOpt, func(s string) bool {
+		return strings.HasPrefix(s, "seccomp=") && strings.Contains(s, "swapon")
+	}) {
+		t.Errorf("SecurityOpt = %q, want the seccomp profile and no no-new-privileges", hc.SecurityOpt)
+	}
+	// The dropped capability is gone inside: chown of a file fails.
+	res := run(t, r, spec.ID, spec.ExecdToken, "touch /f && chown 1 /f 2>/dev/null && echo chowned || echo denied")
+	if !reflect.DeepEqual(res.stdout, []string{"denied"}) {
+		t.Errorf("chown without CAP_CHOWN = %q", res.stdout)
+	}
+	if err := r.Delete(ctx, spec.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestExecdNeverAnswers uses a static stand-in for execd that never
+// listens: Create gives up after StartTimeout, names the container's last
+// log lines, and leaves nothing behind.
+func TestExecdNeverAnswers(t *testing.T) {
+	t.Parallel()
+	needEngine(t)
+	dir := t.TempDir()
+	src := "package main\n\nimport (\n\t\"fmt\"\n\t\"time\"\n)\n\nfunc main() {\n\tfmt.Println(\"fake execd: not listening\")\n\ttime.Sleep(time.Hour)\n}\n"
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644)
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module fakeexecd\n\ngo 1.22\n"), 0o644)
+	build := exec.Command("go", "build", "-o", "fake", ".")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build fake execd: %v\n%s", err, out)
+	}
+	r := newTestRuntime(t, func(o *Options) {
+		o.ExecdPath = filepath.Join(dir, "fake")
+		o.StartTimeout = time.Second
+	})
+	ctx := testCtx(t)
+	vol := "osbtest-never-" + randomHex(6)
+	spec := baseSpec(t)
+	spec.Volumes = []runtime.Volume{{Name: "d", ClaimName: vol, MountPath: "/d", CreateIfNotExists: true}}
+	start := time.Now()
+	_, err := r.Create(ctx, spec)
+	wantClass(t, "Create with an execd that never answers", err, runtime.ErrUnavailable)
+	if err != nil && !strings.Contains(err.Error(), "fake execd: not listening") {
+		t.Errorf("error %q does not quote the container's logs", err)
+	}
+	if d := time.Since(start); d > 8*time.Second {
+		t.Errorf("Create gave up after %s, want about StartTimeout", d)
+	}
+	if containerExists(containerName(spec.ID)) || volumeExists(vol) {
+		t.Errorf("timed-out Create left the container or the volume")
+	}
+
+	// The caller giving up ends the wait the same way.
+	spec = baseSpec(t)
+	spec.Volumes = []runtime.Volume{{Name: "d", ClaimName: vol, MountPath: "/d", CreateIfNotExists: true}}
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err = r.Create(cctx, spec)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Create with an expiring context: %v, want context.DeadlineExceeded", err)
+	}
+	if containerExists(containerName(spec.ID)) || volumeExists(vol) {
+		t.Errorf("cancelled Create left the container or the volume")
+	}
+}
+
+// TestGPURequest asks for a GPU: on a machine without the NVIDIA runtime
+// Create fails and leaves nothing; with it the request reaches the engine.
+func TestGPURequest(t *testing.T) {
+	t.Parallel()
+	r := newTestRuntime(t, nil)
+	ctx := testCtx(t)
+	spec := baseSpec(t)
+	spec.Resources.GPUs = 1
+	_, err := r.Create(ctx, spec)
+	if err != nil {
+		t.Logf("Create with a GPU: %v", err)
+		if containerExists(containerName(spec.ID)) {
+			t.Errorf("failed GPU Create left its container")
+		}
+		return
+	}
+	c, err := env.cli.ContainerInspect(ctx, containerName(spec.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dr := c.HostConfig.DeviceRequests; len(dr) != 1 || dr[0].Count != 1 || !reflect.DeepEqual(dr[0].Capabilities, [][]string{{"gpu"}}) {
+		t.Errorf("DeviceRequests = %+v", dr)
+	}
+	r.Delete(ctx, spec.ID)
+}

@@ -1,0 +1,77 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/opensandbox-go/opensandbox/internal/runtime"
+)
+
+// Delete kills and removes the sandbox's container with its anonymous
+// volumes, then the named volumes it created for deletion with it. When
+// the container is already gone but such volumes remain (an interrupted
+// delete), it removes them and succeeds; with nothing left at all it
+// returns runtime.ErrNotFound.
+func (r *Runtime) Delete(ctx context.Context, id string) error {
+	c, inspectErr := r.inspect(ctx, id)
+	found := inspectErr == nil
+	if !found && !errors.Is(inspectErr, runtime.ErrNotFound) {
+		return inspectErr
+	}
+	var volumes []string
+	if found {
+		volumes = newLabelView(c.Config.Labels).managedVolumes()
+		err := r.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && classOf(err) != runtime.ErrNotFound {
+			return engineErr(err, "docker: delete sandbox %s", id)
+		}
+		r.log.InfoContext(ctx, "sandbox deleted", "sandbox", id)
+	}
+	left, err := r.leftoverVolumes(ctx, id)
+	if err != nil {
+		return err
+	}
+	for _, v := range left {
+		if !slices.Contains(volumes, v) {
+			volumes = append(volumes, v)
+		}
+	}
+	if !found && len(volumes) == 0 {
+		return inspectErr
+	}
+	return r.removeVolumes(ctx, id, volumes)
+}
+
+// Pause freezes every process of the sandbox.
+func (r *Runtime) Pause(ctx context.Context, id string) error {
+	c, err := r.inspect(ctx, id)
+	if err != nil {
+		return err
+	}
+	if c.State == nil || !c.State.Running || c.State.Paused {
+		return fmt.Errorf("docker: pause sandbox %s: sandbox is not running (%s): %w", id, stateOf(c.State).State, runtime.ErrConflict)
+	}
+	if err := r.cli.ContainerPause(ctx, c.ID); err != nil {
+		return engineErr(err, "docker: pause sandbox %s", id)
+	}
+	return nil
+}
+
+// Resume thaws a paused sandbox.
+func (r *Runtime) Resume(ctx context.Context, id string) error {
+	c, err := r.inspect(ctx, id)
+	if err != nil {
+		return err
+	}
+	if c.State == nil || !c.State.Paused {
+		return fmt.Errorf("docker: resume sandbox %s: sandbox is not paused (%s): %w", id, stateOf(c.State).State, runtime.ErrConflict)
+	}
+	if err := r.cli.ContainerUnpause(ctx, c.ID); err != nil {
+		return engineErr(err, "docker: resume sandbox %s", id)
+	}
+	return nil
+}

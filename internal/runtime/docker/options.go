@@ -1,0 +1,248 @@
+package docker
+
+import (
+	"context"
+	"debug/elf"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/opensandbox-go/opensandbox/internal/runtime"
+)
+
+// Options configure a Runtime. Zero values select the documented defaults.
+type Options struct {
+	// Client talks to the engine; nil builds one from the environment
+	// (DOCKER_HOST, DOCKER_CERT_PATH, ...) with API version negotiation.
+	Client *client.Client
+	// ExecdPath is the host path of the static execd binary (required).
+	ExecdPath string
+	// NetworkMode is "bridge" (default) or "host".
+	NetworkMode string
+	// HostIP is the host address ports are published on and that Address
+	// reports; default "127.0.0.1".
+	HostIP string
+	// DropCapabilities are removed from every container; nil selects
+	// DefaultDropCapabilities, an empty non-nil slice drops nothing.
+	DropCapabilities []string
+	// NoNewPrivileges sets no-new-privileges; nil means true.
+	NoNewPrivileges *bool
+	// SeccompProfile is "" for the engine's default profile, the path of
+	// a JSON profile, or "unconfined".
+	SeccompProfile string
+	// AppArmorProfile is the AppArmor profile name; "" = engine default.
+	AppArmorProfile string
+	// PidsLimit caps the processes of a sandbox; 0 means 4096, <0 no limit.
+	PidsLimit int64
+	// Runtime is the OCI runtime name (runc, runsc, kata-runtime...);
+	// "" = engine default. New fails if the engine does not know it.
+	Runtime string
+	// ExecdCopy copies execd into each container through the API (for a
+	// remote engine) instead of bind-mounting ExecdPath read-only.
+	ExecdCopy bool
+	// StartTimeout bounds how long Create waits for execd to answer
+	// /ping; default 30s.
+	StartTimeout time.Duration
+	// Labels are added to every container, volume and snapshot image the
+	// runtime creates, and List and Get only see containers carrying
+	// all of them (several servers or test runs can share one engine).
+	Labels map[string]string
+	// Logger receives driver logs; nil uses slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultDropCapabilities are dropped when Options.DropCapabilities is nil.
+var DefaultDropCapabilities = []string{
+	"AUDIT_WRITE", "MKNOD", "NET_ADMIN", "NET_RAW", "SYS_ADMIN",
+	"SYS_MODULE", "SYS_PTRACE", "SYS_TIME", "SYS_TTY_CONFIG",
+}
+
+const (
+	defaultPidsLimit    = 4096
+	defaultStartTimeout = 30 * time.Second
+	networkBridge       = "bridge"
+	networkHost         = "host"
+	seccompUnconfined   = "unconfined"
+)
+
+// Runtime is the Docker driver. It is safe for concurrent use.
+type Runtime struct {
+	cli  *client.Client
+	opts Options
+	log  *slog.Logger
+	// securityOpt is computed once from the options.
+	securityOpt []string
+	// execdTar holds the tar stream CopyToContainer sends (ExecdCopy only).
+	execdTar []byte
+	// http reaches execd inside sandboxes; it never uses a proxy.
+	http *http.Client
+}
+
+var _ runtime.Runtime = (*Runtime)(nil)
+
+// New checks the options and the engine and returns a Runtime. It fails
+// with runtime.ErrUnavailable when the engine does not answer and with
+// runtime.ErrInvalid for a bad option (execd missing or not static, an
+// OCI runtime the engine does not know, an unreadable seccomp profile).
+func New(ctx context.Context, opts Options) (*Runtime, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	if opts.Client == nil {
+		cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+		if err != nil {
+			return nil, classErr(runtime.ErrUnavailable, err, "docker: connect to engine")
+		}
+		opts.Client = cli
+	}
+	r := &Runtime{
+		cli:  opts.Client,
+		opts: opts,
+		log:  opts.Logger.With("runtime", "docker"),
+		http: &http.Client{Transport: &http.Transport{
+			Proxy:             nil,
+			DisableKeepAlives: true,
+			DialContext:       (&net.Dialer{Timeout: time.Second}).DialContext,
+		}},
+	}
+	if _, err := r.cli.Ping(ctx); err != nil {
+		if classOf(err) == nil {
+			return nil, classErr(runtime.ErrUnavailable, err, "docker: ping engine")
+		}
+		return nil, engineErr(err, "docker: ping engine")
+	}
+	if err := checkStatic(opts.ExecdPath); err != nil {
+		return nil, err
+	}
+	var err error
+	if r.securityOpt, err = securityOptions(opts); err != nil {
+		return nil, err
+	}
+	if opts.Runtime != "" {
+		info, err := r.cli.Info(ctx)
+		if err != nil {
+			return nil, engineErr(err, "docker: read engine info")
+		}
+		if _, ok := info.Runtimes[opts.Runtime]; !ok {
+			known := slices.Sorted(maps.Keys(info.Runtimes))
+			return nil, fmt.Errorf("docker: OCI runtime %q is not configured in the engine (it knows %s): %w",
+				opts.Runtime, strings.Join(known, ", "), runtime.ErrInvalid)
+		}
+	}
+	if opts.ExecdCopy {
+		if r.execdTar, err = execdArchive(opts.ExecdPath); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func (o *Options) setDefaults() error {
+	if o.ExecdPath == "" {
+		return fmt.Errorf("docker: ExecdPath is required: %w", runtime.ErrInvalid)
+	}
+	abs, err := filepath.Abs(o.ExecdPath)
+	if err != nil {
+		return fmt.Errorf("docker: execd path %s: %w", o.ExecdPath, runtime.ErrInvalid)
+	}
+	o.ExecdPath = abs
+	switch o.NetworkMode {
+	case "":
+		o.NetworkMode = networkBridge
+	case networkBridge, networkHost:
+	default:
+		return fmt.Errorf("docker: network mode %q: want bridge or host: %w", o.NetworkMode, runtime.ErrInvalid)
+	}
+	if o.HostIP == "" {
+		o.HostIP = "127.0.0.1"
+	}
+	if net.ParseIP(o.HostIP) == nil {
+		return fmt.Errorf("docker: host IP %q is not an IP address: %w", o.HostIP, runtime.ErrInvalid)
+	}
+	if o.DropCapabilities == nil {
+		o.DropCapabilities = DefaultDropCapabilities
+	}
+	o.DropCapabilities = slices.Clone(o.DropCapabilities)
+	if o.NoNewPrivileges == nil {
+		yes := true
+		o.NoNewPrivileges = &yes
+	}
+	if o.PidsLimit == 0 {
+		o.PidsLimit = defaultPidsLimit
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = defaultStartTimeout
+	}
+	o.Labels = maps.Clone(o.Labels)
+	for k := range o.Labels {
+		if strings.HasPrefix(k, labelPrefix) {
+			return fmt.Errorf("docker: label %q uses the reserved prefix %s: %w", k, labelPrefix, runtime.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// securityOptions builds the SecurityOpt list shared by every container.
+func securityOptions(o Options) ([]string, error) {
+	var so []string
+	if *o.NoNewPrivileges {
+		so = append(so, "no-new-privileges:true")
+	}
+	switch o.SeccompProfile {
+	case "":
+	case seccompUnconfined:
+		so = append(so, "seccomp=unconfined")
+	default:
+		b, err := os.ReadFile(o.SeccompProfile)
+		if err != nil {
+			return nil, fmt.Errorf("docker: seccomp profile: %w: %w", runtime.ErrInvalid, err)
+		}
+		if !json.Valid(b) {
+			return nil, fmt.Errorf("docker: seccomp profile %s is not JSON: %w", o.SeccompProfile, runtime.ErrInvalid)
+		}
+		so = append(so, "seccomp="+string(b))
+	}
+	if o.AppArmorProfile != "" {
+		so = append(so, "apparmor="+o.AppArmorProfile)
+	}
+	return so, nil
+}
+
+// checkStatic verifies path is an executable, statically linked ELF file
+// (it must run in any image, whatever libc the image has).
+func checkStatic(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("docker: execd binary: %w: %w", runtime.ErrInvalid, err)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("docker: execd binary %s is not an executable file: %w", path, runtime.ErrInvalid)
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("docker: execd binary %s is not an ELF executable: %w: %w", path, runtime.ErrInvalid, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("docker: execd binary %s is dynamically linked; build it with CGO_ENABLED=0: %w", path, runtime.ErrInvalid)
+		}
+	}
+	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
+		return fmt.Errorf("docker: execd binary %s is not an executable: %w", path, runtime.ErrInvalid)
+	}
+	return nil
+}
