@@ -10,20 +10,37 @@ STATIC    := CGO_ENABLED=0
 LDFLAGS   := -s -w
 EXECD_PORT ?= 44772
 
-.PHONY: all build execd run test deps unit e2e e2e-clean bench lint fmt clean
+.PHONY: all build execd server images run test deps unit e2e e2e-clean bench lint fmt clean
 
 all: build
 
-build: execd
+build: execd server
 
 # execd runs inside arbitrary images (glibc or musl), so it is static.
 execd:
 	@mkdir -p $(BIN)
 	$(STATIC) $(GO) build $(GOFLAGS) -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/execd ./cmd/execd
 
-# Runs execd in the foreground on :$(EXECD_PORT) (the lifecycle server
-# takes this target over once it exists).
-run: execd
+server:
+	@mkdir -p $(BIN)
+	$(STATIC) $(GO) build $(GOFLAGS) -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/opensandbox-server ./cmd/opensandbox-server
+
+# Sandbox images built locally from Debian packages (no registry needed);
+# a no-op when the recipe has not changed.
+images: deps
+	bash images/build.sh base
+
+# Starts the lifecycle server with the Docker runtime on :8080. The API key
+# is taken from OPENSANDBOX_SERVER_API_KEY, or generated once into
+# .opensandbox-dev-key and printed.
+run: deps build images
+	@key=$${OPENSANDBOX_SERVER_API_KEY:-$$(cat .opensandbox-dev-key 2>/dev/null)}; \
+	if [ -z "$$key" ]; then key=$$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n'); echo "$$key" > .opensandbox-dev-key; fi; \
+	echo "API key: $$key   (header OPEN-SANDBOX-API-KEY)"; \
+	OPENSANDBOX_SERVER_API_KEY=$$key $(BIN)/opensandbox-server --config $(CURDIR)/deploy/dev.toml
+
+# Runs execd alone in the foreground on :$(EXECD_PORT).
+run-execd: execd
 	$(BIN)/execd --port $(EXECD_PORT)
 
 # Everything: install/start what the tests need, lint, unit tests with
@@ -39,7 +56,7 @@ deps:
 unit:
 	$(GO) test $(GOFLAGS) -race -count=1 ./...
 
-e2e: execd e2e-clean
+e2e: build images e2e-clean
 	OSB_E2E=1 OSB_BIN_DIR=$(abspath $(BIN)) $(GO) test $(GOFLAGS) -count=1 -v ./test/e2e/... 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' ; exit $${PIPESTATUS[0]}
 
 # Removes containers an interrupted e2e run left behind (the tests remove
@@ -48,8 +65,9 @@ e2e-clean:
 	@ids=$$(docker ps -aq --filter label=io.opensandbox.test=e2e 2>/dev/null); \
 	if [ -n "$$ids" ]; then docker rm -f $$ids >/dev/null; fi
 
-bench: execd
+bench: build images
 	$(GO) run $(GOFLAGS) ./bench/execd -execd $(abspath $(BIN))/execd
+	$(GO) run $(GOFLAGS) ./bench/server -server $(abspath $(BIN))/opensandbox-server -execd $(abspath $(BIN))/execd
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -47,6 +47,24 @@ const (
 	CodeIsDirectory      = "IS_DIRECTORY"
 	CodeNotDirectory     = "NOT_DIRECTORY"
 	CodeAlreadyConnected = "ALREADY_CONNECTED" // a PTY session already has a WebSocket client
+
+	// Lifecycle server codes (listed, with their statuses, in api/lifecycle.yaml).
+	CodeMissingAPIKey         = "MISSING_API_KEY"
+	CodeInvalidAPIKey         = "INVALID_API_KEY"
+	CodeInvalidRequest        = "INVALID_REQUEST"
+	CodeInvalidMetadataFormat = "INVALID_METADATA_FORMAT"
+	CodeSandboxNotFound       = "SANDBOX_NOT_FOUND"
+	CodeSnapshotNotFound      = "SNAPSHOT_NOT_FOUND"
+	CodeSandboxNotRunning     = "SANDBOX_NOT_RUNNING"
+	CodeSandboxNotPaused      = "SANDBOX_NOT_PAUSED"
+	CodeInvalidExpiration     = "INVALID_EXPIRATION"
+	CodeInvalidState          = "INVALID_STATE"
+	CodeAPINotSupported       = "API_NOT_SUPPORTED"
+	CodeImagePullFailed       = "IMAGE_PULL_FAILED"
+	CodeSandboxStartFailed    = "SANDBOX_START_FAILED"
+	CodeHostPathNotAllowed    = "HOST_PATH_NOT_ALLOWED"
+	CodeVolumeNotFound        = "VOLUME_NOT_FOUND"
+	CodeRuntimeUnavailable    = "RUNTIME_UNAVAILABLE"
 )
 
 // Error is an API error. Message reaches the client; Cause is only logged.

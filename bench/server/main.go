@@ -1,0 +1,201 @@
+// Command server-bench measures the lifecycle server's create → first
+// command latency through the whole API path (create a sandbox, ask for
+// the execd endpoint, run `echo hi` through it) against the bare Docker CLI
+// doing the same with the same image (`docker run -d` then `docker exec`),
+// measured in the same run, and prints p50/p95 and their ratio.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
+)
+
+func main() {
+	serverBin := flag.String("server", "bin/opensandbox-server", "server binary")
+	execdBin := flag.String("execd", "bin/execd", "execd binary")
+	image := flag.String("image", "opensandbox/base:latest", "sandbox image (must exist locally)")
+	n := flag.Int("n", 20, "sandboxes per side")
+	flag.Parse()
+	if err := run(*serverBin, *execdBin, *image, *n); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+const key = "bench-key"
+
+func run(serverBin, execdBin, image string, n int) error {
+	dir, err := os.MkdirTemp("", "server-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	execdAbs, _ := filepath.Abs(execdBin)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	host, port, _ := strings.Cut(addr, ":")
+	cfg := fmt.Sprintf("[server]\nhost = %q\nport = %s\napi_key = %q\n\n[log]\nlevel = \"warn\"\n\n[runtime]\ntype = \"docker\"\nexecd_path = %q\n\n[store]\npath = %q\n",
+		host, port, key, execdAbs, filepath.Join(dir, "store.db"))
+	cfgPath := filepath.Join(dir, "config.toml")
+	os.WriteFile(cfgPath, []byte(cfg), 0o600)
+	srv := exec.Command(serverBin, "--config", cfgPath)
+	srv.Stderr = os.Stderr
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
+	base := "http://" + addr
+	if err := waitHealthy(base); err != nil {
+		return err
+	}
+
+	// Warm both paths once (image layers, page cache).
+	if _, err := apiRound(base, image); err != nil {
+		return err
+	}
+	if _, err := dockerRound(image); err != nil {
+		return err
+	}
+	var ours, bare []time.Duration
+	for range n {
+		d, err := apiRound(base, image)
+		if err != nil {
+			return err
+		}
+		ours = append(ours, d)
+		d, err = dockerRound(image)
+		if err != nil {
+			return err
+		}
+		bare = append(bare, d)
+	}
+	p := func(d []time.Duration, q int) time.Duration {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return s[(len(s)-1)*q/100]
+	}
+	o50, o95, b50, b95 := p(ours, 50), p(ours, 95), p(bare, 50), p(bare, 95)
+	verdict := "met"
+	if float64(o50)/float64(b50) > 1.0 {
+		verdict = "MISSED"
+	}
+	fmt.Printf("create -> first command (%s, n=%d): API p50 %v p95 %v | docker run -d + docker exec p50 %v p95 %v | ratio p50 %.2f p95 %.2f | target <= 1.0: %s\n",
+		image, n, o50.Round(time.Millisecond), o95.Round(time.Millisecond), b50.Round(time.Millisecond), b95.Round(time.Millisecond),
+		float64(o50)/float64(b50), float64(o95)/float64(b95), verdict)
+	return nil
+}
+
+func waitHealthy(base string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(base + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("server did not become healthy")
+}
+
+func call(method, url string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, _ := json.Marshal(in)
+		body = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, url, body)
+	req.Header.Set(sandbox.APIKeyHeader, key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, data)
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+// apiRound: create, endpoint, first command; then delete (not timed).
+func apiRound(base, image string) (time.Duration, error) {
+	t0 := time.Now()
+	var created sandbox.CreateSandboxResponse
+	if err := call("POST", base+"/v1/sandboxes", sandbox.CreateSandboxRequest{
+		Image: &sandbox.ImageSpec{URI: image}, Entrypoint: []string{"tail", "-f", "/dev/null"},
+		ResourceLimits: map[string]string{"cpu": "1", "memory": "256Mi"},
+	}, &created); err != nil {
+		return 0, err
+	}
+	defer call("DELETE", base+"/v1/sandboxes/"+created.ID, nil, nil)
+	var ep sandbox.Endpoint
+	if err := call("GET", base+"/v1/sandboxes/"+created.ID+"/endpoints/44772", nil, &ep); err != nil {
+		return 0, err
+	}
+	req, _ := http.NewRequestWithContext(context.Background(), "POST", "http://"+ep.Endpoint+"/command", strings.NewReader(`{"command":"echo hi"}`))
+	for k, v := range ep.Headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	er := sandbox.NewEventReader(resp.Body)
+	got := ""
+	for {
+		ev, err := er.Next()
+		if err != nil {
+			break
+		}
+		if ev.Type == sandbox.EventStdout {
+			got = ev.Text
+		}
+	}
+	resp.Body.Close()
+	d := time.Since(t0)
+	if got != "hi" {
+		return 0, fmt.Errorf("first command printed %q", got)
+	}
+	return d, nil
+}
+
+// dockerRound: the same with the bare CLI; the container is removed after.
+func dockerRound(image string) (time.Duration, error) {
+	t0 := time.Now()
+	out, err := exec.Command("docker", "run", "-d", "--cpus", "1", "--memory", "256m", image, "tail", "-f", "/dev/null").Output()
+	if err != nil {
+		return 0, fmt.Errorf("docker run: %w", err)
+	}
+	id := strings.TrimSpace(string(out))
+	defer exec.Command("docker", "rm", "-f", id).Run()
+	out, err = exec.Command("docker", "exec", id, "echo", "hi").Output()
+	d := time.Since(t0)
+	if err != nil || strings.TrimSpace(string(out)) != "hi" {
+		return 0, fmt.Errorf("docker exec: %q %v", out, err)
+	}
+	return d, nil
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/opensandbox-go/opensandbox/internal/runtime"
+	"github.com/opensandbox-go/opensandbox/internal/runtime/docker"
+	"github.com/opensandbox-go/opensandbox/internal/serverconfig"
+)
+
+// newDockerRuntime turns the [runtime], [docker] and [secure_runtime]
+// tables into the Docker driver. The returned func releases the engine
+// client.
+func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, logger *slog.Logger) (*docker.Runtime, func(), error) {
+	execd, err := findExecd(cfg.Runtime.ExecdPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	cli, err := newDockerClient(cfg.Docker.APITimeout())
+	if err != nil {
+		return nil, nil, fmt.Errorf("docker client: %w", err)
+	}
+	d := cfg.Docker
+	noNewPrivileges := d.NoNewPrivileges
+	pids := d.PidsLimit
+	if pids == 0 {
+		pids = -1 // our 0 means no limit; the driver's 0 means its default
+	}
+	startCtx, cancel := context.WithTimeout(ctx, cfg.Docker.APITimeout())
+	defer cancel()
+	rt, err := docker.New(startCtx, docker.Options{
+		Client:           cli,
+		ExecdPath:        execd,
+		NetworkMode:      d.NetworkMode,
+		HostIP:           d.HostIP,
+		DropCapabilities: append([]string{}, d.DropCapabilities...), // non-nil: [] drops nothing
+		NoNewPrivileges:  &noNewPrivileges,
+		SeccompProfile:   d.SeccompProfile,
+		AppArmorProfile:  d.AppArmorProfile,
+		PidsLimit:        pids,
+		Runtime:          cfg.SecureRuntime.DockerRuntime,
+		ExecdCopy:        d.ExecdCopy,
+		Logger:           logger,
+	})
+	if err != nil {
+		cli.Close()
+		if errors.Is(err, runtime.ErrUnavailable) {
+			return nil, nil, fmt.Errorf("cannot reach the Docker engine at %s: start dockerd (for example `systemctl start docker`) "+
+				"or point DOCKER_HOST at a running engine: %w", cli.DaemonHost(), err)
+		}
+		return nil, nil, err
+	}
+	logger.Info("docker runtime ready", "engine", cli.DaemonHost(), "execd", execd,
+		"network_mode", d.NetworkMode, "oci_runtime", cfg.SecureRuntime.DockerRuntime)
+	return rt, func() { cli.Close() }, nil
+}
+
+// newDockerClient builds an engine client from the environment (DOCKER_HOST,
+// DOCKER_CERT_PATH, DOCKER_TLS_VERIFY, DOCKER_API_VERSION) whose requests
+// fail when the engine takes longer than apiTimeout to answer; streamed
+// bodies (logs, pulls) may then run longer.
+func newDockerClient(apiTimeout time.Duration) (*client.Client, error) {
+	tr := &http.Transport{
+		ResponseHeaderTimeout: apiTimeout,
+		MaxIdleConns:          6,
+		IdleConnTimeout:       30 * time.Second,
+	}
+	opts := []client.Opt{
+		client.WithHTTPClient(&http.Client{Transport: tr, CheckRedirect: client.CheckRedirect}),
+		client.WithHost(client.DefaultDockerHost),
+	}
+	certDir := os.Getenv(client.EnvOverrideCertPath)
+	if certDir != "" {
+		opts = append(opts, client.WithTLSClientConfig(
+			filepath.Join(certDir, "ca.pem"), filepath.Join(certDir, "cert.pem"), filepath.Join(certDir, "key.pem")))
+	}
+	opts = append(opts, client.WithHostFromEnv(), client.WithVersionFromEnv(), client.WithAPIVersionNegotiation())
+	cli, err := client.NewClientWithOpts(opts...)
+	if err != nil {
+		return nil, err
+	}
+	if certDir != "" && os.Getenv(client.EnvTLSVerify) == "" {
+		// As the docker CLI: certificates without DOCKER_TLS_VERIFY
+		// authenticate the client but do not verify the engine.
+		tr.TLSClientConfig.InsecureSkipVerify = true
+	}
+	return cli, nil
+}
+
+// findExecd returns the execd binary to put into sandboxes: configured
+// when set, else "execd" next to this executable, else the one in PATH.
+func findExecd(configured string) (string, error) {
+	if configured != "" {
+		return filepath.Abs(configured)
+	}
+	exe, err := os.Executable()
+	if err == nil {
+		p := filepath.Join(filepath.Dir(exe), "execd")
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("execd"); err == nil {
+		return filepath.Abs(p)
+	}
+	where := "this executable"
+	if exe != "" {
+		where = filepath.Dir(exe)
+	}
+	return "", fmt.Errorf("execd binary not found in %s or in PATH: build it (make execd) and put it there, or set execd_path in the [runtime] table", where)
+}

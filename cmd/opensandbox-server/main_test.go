@@ -1,0 +1,272 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opensandbox-go/opensandbox/api"
+	"github.com/opensandbox-go/opensandbox/internal/server"
+	"github.com/opensandbox-go/opensandbox/internal/serverconfig"
+	"github.com/opensandbox-go/opensandbox/internal/store"
+)
+
+func envOf(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+func TestInitConfig(t *testing.T) {
+	home := t.TempDir()
+	env := envOf(map[string]string{"HOME": home})
+	path := filepath.Join(home, serverconfig.DefaultConfigFile)
+
+	var out bytes.Buffer
+	code, err := run(context.Background(), []string{"init-config"}, env, &out)
+	if code != 0 || err != nil {
+		t.Fatalf("run(init-config) = %d, %v; want 0, nil", code, err)
+	}
+	if !strings.Contains(out.String(), path) {
+		t.Errorf("run(init-config) output %q does not name %s", out.String(), path)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("init-config wrote no %s: %v", path, err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode of %s = %v, want 0600", path, fi.Mode().Perm())
+	}
+	cfg, warnings, err := serverconfig.Load("", env)
+	if err != nil || len(warnings) != 0 {
+		t.Fatalf("Load(written file) = %v warnings, %v; want none, nil", warnings, err)
+	}
+	if len(cfg.Server.APIKey) < 20 || cfg.Path != path {
+		t.Errorf("Load(written file): api key %q from %q, want a generated key from %s", cfg.Server.APIKey, cfg.Path, path)
+	}
+	firstKey := cfg.Server.APIKey
+
+	// No overwrite without --force.
+	code, err = run(context.Background(), []string{"init-config", "--example", "k8s"}, env, &out)
+	if code != 1 || err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Errorf("run(init-config) over an existing file = %d, %v; want 1 and an error naming --force", code, err)
+	}
+	if cfg, _, _ := serverconfig.Load("", env); cfg.Server.APIKey != firstKey {
+		t.Errorf("refused init-config changed the file")
+	}
+
+	code, err = run(context.Background(), []string{"init-config", "--force", "--example", "k8s"}, env, &out)
+	if code != 0 || err != nil {
+		t.Fatalf("run(init-config --force) = %d, %v; want 0, nil", code, err)
+	}
+	data, _ := os.ReadFile(path)
+	if !strings.Contains(string(data), "Kubernetes support is coming") {
+		t.Errorf("init-config --example k8s wrote no Kubernetes example:\n%s", data)
+	}
+	if cfg, _, err := serverconfig.Load("", env); err != nil || cfg.Server.APIKey == firstKey {
+		t.Errorf("Load(after --force) = key %q, %v; want a new key, nil", cfg.Server.APIKey, err)
+	}
+}
+
+func TestInitConfigPath(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name string
+		args []string
+		vars map[string]string
+		want string
+	}{
+		{"argument", []string{"init-config", filepath.Join(dir, "a", "arg.toml")}, map[string]string{"HOME": dir}, filepath.Join(dir, "a", "arg.toml")},
+		{"env", []string{"init-config"}, map[string]string{"HOME": dir, serverconfig.EnvConfigPath: filepath.Join(dir, "env.toml")}, filepath.Join(dir, "env.toml")},
+		{"argument over env", []string{"init-config", filepath.Join(dir, "arg2.toml")}, map[string]string{"HOME": dir, serverconfig.EnvConfigPath: filepath.Join(dir, "unused.toml")}, filepath.Join(dir, "arg2.toml")},
+	}
+	for _, tt := range tests {
+		var out bytes.Buffer
+		if code, err := run(context.Background(), tt.args, envOf(tt.vars), &out); code != 0 || err != nil {
+			t.Errorf("%s: run(%q) = %d, %v; want 0, nil", tt.name, tt.args, code, err)
+			continue
+		}
+		if _, err := os.Stat(tt.want); err != nil {
+			t.Errorf("%s: run(%q) wrote no %s: %v", tt.name, tt.args, tt.want, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "unused.toml")); err == nil {
+		t.Errorf("init-config with a path argument also wrote $%s", serverconfig.EnvConfigPath)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	env := envOf(map[string]string{"HOME": t.TempDir()})
+	for _, args := range [][]string{
+		{"--no-such-flag"},
+		{"serve"},
+		{"init-config", "--example", "nomad"},
+		{"init-config", "a.toml", "b.toml"},
+	} {
+		var out bytes.Buffer
+		if code, err := run(context.Background(), args, env, &out); code != 2 || err == nil {
+			t.Errorf("run(%q) = %d, %v; want 2 and an error", args, code, err)
+		}
+	}
+}
+
+func TestRunRefusesWithoutAPIKey(t *testing.T) {
+	home := t.TempDir()
+	var out bytes.Buffer
+	code, err := run(context.Background(), nil, envOf(map[string]string{"HOME": home}), &out)
+	if code != 1 || !errors.Is(err, serverconfig.ErrNoAPIKey) {
+		t.Fatalf("run() without a key = %d, %v; want 1, ErrNoAPIKey", code, err)
+	}
+	for _, w := range []string{"[server]", "api_key", serverconfig.EnvAPIKey} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("run() error %q does not say how to set a key (%s)", err, w)
+		}
+	}
+	// It stops before touching the store.
+	if _, err := os.Stat(filepath.Join(home, ".opensandbox")); err == nil {
+		t.Errorf("run() without a key created the store directory")
+	}
+}
+
+func TestRunInvalidConfig(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.toml")
+	os.WriteFile(path, []byte("[runtime]\ntype = \"docker\"\n[server]\nport = 0\n"), 0o600)
+	var out bytes.Buffer
+	code, err := run(context.Background(), []string{"--config", path}, envOf(map[string]string{"HOME": dir}), &out)
+	if code != 1 || err == nil || !strings.Contains(err.Error(), "server.port") {
+		t.Errorf("run(--config bad) = %d, %v; want 1 and an error naming server.port", code, err)
+	}
+}
+
+// serverConfigFile writes a config that passes Load, with the store and
+// logs under dir.
+func serverConfigFile(t *testing.T, dir string) string {
+	t.Helper()
+	execd := filepath.Join(dir, "execd")
+	if err := os.WriteFile(execd, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "c.toml")
+	body := "[server]\napi_key = \"k\"\nport = 1\n[runtime]\ntype = \"docker\"\nexecd_path = \"" + execd + "\"\n" +
+		"[store]\npath = \"" + filepath.Join(dir, "store.db") + "\"\n"
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestRunUnreachableEngine(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(dir, "no-engine.sock"))
+	t.Setenv("DOCKER_CERT_PATH", "")
+	path := serverConfigFile(t, dir)
+	var out bytes.Buffer
+	code, err := run(context.Background(), []string{"--config", path}, envOf(map[string]string{"HOME": dir}), &out)
+	if code != 1 || err == nil {
+		t.Fatalf("run() with no engine = %d, %v; want 1 and an error", code, err)
+	}
+	for _, w := range []string{"dockerd", "DOCKER_HOST"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("run() with no engine: error %q does not mention %s", err, w)
+		}
+	}
+}
+
+func TestRunStoreLocked(t *testing.T) {
+	dir := t.TempDir()
+	path := serverConfigFile(t, dir)
+	st, err := store.Open(store.Options{Path: filepath.Join(dir, "store.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var out bytes.Buffer
+	code, err := run(context.Background(), []string{"--config", path}, envOf(map[string]string{"HOME": dir}), &out)
+	if code != 1 || !errors.Is(err, store.ErrLocked) {
+		t.Errorf("run() with the store held by another process = %d, %v; want 1, ErrLocked", code, err)
+	}
+}
+
+func TestOpenAPIJSON(t *testing.T) {
+	b, err := openAPIJSON(api.LifecycleYAML)
+	if err != nil {
+		t.Fatalf("openAPIJSON(api.LifecycleYAML): %v", err)
+	}
+	var doc struct {
+		OpenAPI string                     `json:"openapi"`
+		Paths   map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("openAPIJSON output is not JSON: %v", err)
+	}
+	if doc.OpenAPI == "" || len(doc.Paths) == 0 {
+		t.Errorf("openAPIJSON: openapi %q with %d paths, want a version and paths", doc.OpenAPI, len(doc.Paths))
+	}
+	if _, err := openAPIJSON([]byte("not: [openapi")); err == nil {
+		t.Errorf("openAPIJSON(bad YAML) succeeded, want an error")
+	}
+}
+
+func TestServerStoreOverrides(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(store.Options{Path: filepath.Join(t.TempDir(), "s.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var s server.Store = serverStore{st}
+
+	got, err := s.GetOverrides(ctx, "none")
+	if err != nil || !reflect.DeepEqual(got, server.Overrides{}) {
+		t.Errorf("GetOverrides(none) = %+v, %v; want zero value, nil", got, err)
+	}
+	exp := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
+	tests := []server.Overrides{
+		{Metadata: map[string]string{"a": "b"}, ExpiresAt: &exp},
+		{Metadata: map[string]string{}}, // every key deleted: must stay non-nil
+		{ExpiresAt: &exp},
+	}
+	for _, want := range tests {
+		if err := s.PutOverrides(ctx, "sbx", want); err != nil {
+			t.Fatalf("PutOverrides(%+v): %v", want, err)
+		}
+		got, err := s.GetOverrides(ctx, "sbx")
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("GetOverrides after PutOverrides(%+v) = %+v, %v", want, got, err)
+		}
+	}
+	if err := s.DeleteOverrides(ctx, "sbx"); err != nil {
+		t.Fatalf("DeleteOverrides: %v", err)
+	}
+	if got, err := s.GetOverrides(ctx, "sbx"); err != nil || !reflect.DeepEqual(got, server.Overrides{}) {
+		t.Errorf("GetOverrides after delete = %+v, %v; want zero value, nil", got, err)
+	}
+}
+
+func TestFindExecd(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	got, err := findExecd("bin/execd")
+	if want := filepath.Join(dir, "bin/execd"); err != nil || got != want {
+		t.Errorf("findExecd(bin/execd) = %q, %v; want %q, nil", got, err, want)
+	}
+
+	pathDir := filepath.Join(dir, "path")
+	os.Mkdir(pathDir, 0o755)
+	execd := filepath.Join(pathDir, "execd")
+	os.WriteFile(execd, []byte("#!/bin/sh\n"), 0o755)
+	t.Setenv("PATH", pathDir)
+	if got, err := findExecd(""); err != nil || got != execd {
+		t.Errorf("findExecd(\"\") with execd in PATH = %q, %v; want %q, nil", got, err, execd)
+	}
+	t.Setenv("PATH", filepath.Join(dir, "empty"))
+	if _, err := findExecd(""); err == nil || !strings.Contains(err.Error(), "execd_path") {
+		t.Errorf("findExecd(\"\") with no execd anywhere: err = %v, want one naming execd_path", err)
+	}
+}

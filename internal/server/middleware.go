@@ -1,0 +1,168 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/opensandbox-go/opensandbox/internal/apierror"
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
+)
+
+// maxRequestIDLen bounds an inbound X-Request-ID we are willing to echo.
+const maxRequestIDLen = 128
+
+type loggerKey struct{}
+
+// logFrom returns the request-scoped logger stored in ctx (it carries the
+// request id), or fallback when there is none.
+func logFrom(ctx context.Context, fallback *slog.Logger) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
+		return l
+	}
+	return fallback
+}
+
+// reqLog is the logger of request r.
+func (s *Server) reqLog(r *http.Request) *slog.Logger { return logFrom(r.Context(), s.log) }
+
+// withRequestID gives every request an id: the caller's X-Request-ID when
+// it is sane, a fresh one otherwise. The id goes on every response
+// (before any handler runs, so errors and 404s carry it too) and into the
+// request's logger.
+func (s *Server) withRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(sandbox.RequestIDHeader)
+		if !saneRequestID(id) {
+			id = newRequestID()
+			r.Header.Set(sandbox.RequestIDHeader, id)
+		}
+		w.Header().Set(sandbox.RequestIDHeader, id)
+		log := s.log.With(slog.String("request_id", id))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), loggerKey{}, log)))
+	})
+}
+
+// saneRequestID accepts 1 to 128 printable ASCII characters.
+func saneRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestIDLen {
+		return false
+	}
+	for i := range len(id) {
+		if id[i] < 0x20 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// newRequestID is a random (version 4) UUID in 32 hex digits.
+func newRequestID() string {
+	b := uuid4()
+	return hex.EncodeToString(b[:])
+}
+
+// newUUID is a random (version 4) UUID in its canonical 36-character form.
+func newUUID() string {
+	b := uuid4()
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+func uuid4() [16]byte {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand panics instead)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return b
+}
+
+// requireAPIKey checks OPEN-SANDBOX-API-KEY in constant time. With no key
+// configured it lets everything through.
+func (s *Server) requireAPIKey(next http.Handler) http.Handler {
+	if s.cfg.APIKey == "" {
+		return next
+	}
+	want := []byte(s.cfg.APIKey)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := r.Header[http.CanonicalHeaderKey(sandbox.APIKeyHeader)]
+		if !ok || len(got) == 0 || got[0] == "" {
+			s.writeError(w, r, apierror.New(http.StatusUnauthorized, apierror.CodeMissingAPIKey,
+				"missing API key: send it in the %s header", sandbox.APIKeyHeader))
+			return
+		}
+		if subtle.ConstantTimeCompare([]byte(got[0]), want) != 1 {
+			s.writeError(w, r, apierror.New(http.StatusUnauthorized, apierror.CodeInvalidAPIKey, "invalid API key"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// recoverPanics turns a handler panic into a 500 for that request only.
+func (s *Server) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.reqLog(r).Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
+			s.writeError(w, r, apierror.New(http.StatusInternalServerError, apierror.CodeInternal, "internal error"))
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// statusRecorder remembers the status a handler sent.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(p []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController (and the proxy) reach Flush and Hijack.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// logRequests logs one line per request: reads at debug, changes at info,
+// server errors at warn.
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		level := slog.LevelInfo
+		switch {
+		case rec.status >= 500:
+			level = slog.LevelWarn
+		case r.Method == http.MethodGet || r.Method == http.MethodHead:
+			level = slog.LevelDebug
+		}
+		s.reqLog(r).LogAttrs(r.Context(), level, "request",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.Int("status", rec.status), slog.Duration("duration", time.Since(start)))
+	})
+}

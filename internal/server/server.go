@@ -1,0 +1,171 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/opensandbox-go/opensandbox/internal/runtime"
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
+)
+
+// DefaultMinTimeout is the lowest sandbox timeout a create accepts when
+// Config.MinTimeout is zero.
+const DefaultMinTimeout = 60 * time.Second
+
+// maxJSONBody caps every JSON request body.
+const maxJSONBody = 1 << 20
+
+// Store is what the server keeps outside the runtime: snapshot records and
+// per-sandbox overrides. internal/store implements it.
+type Store interface {
+	PutSnapshot(ctx context.Context, s sandbox.Snapshot) error
+	// GetSnapshot fails with an error matching runtime.ErrNotFound when
+	// there is no such snapshot.
+	GetSnapshot(ctx context.Context, id string) (sandbox.Snapshot, error)
+	ListSnapshots(ctx context.Context) ([]sandbox.Snapshot, error)
+	DeleteSnapshot(ctx context.Context, id string) error
+	// GetOverrides returns the zero Overrides when none are stored.
+	GetOverrides(ctx context.Context, sandboxID string) (Overrides, error)
+	PutOverrides(ctx context.Context, sandboxID string, o Overrides) error
+	DeleteOverrides(ctx context.Context, sandboxID string) error
+}
+
+// Overrides are the changes made to a sandbox after it was created, which
+// the runtime keeps no record of.
+type Overrides struct {
+	// Metadata, when non-nil, is the sandbox's whole metadata after
+	// PATCHes; it replaces what the runtime reports. It has no omitempty
+	// so that an empty map (every key deleted) survives a JSON round trip
+	// instead of turning back into nil.
+	Metadata map[string]string `json:"metadata"`
+	// ExpiresAt, when non-nil, is the expiry after a renew; it replaces
+	// what the runtime reports.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+// Config is what a Server is built from. Runtime and Store are required.
+type Config struct {
+	Runtime runtime.Runtime
+	Store   Store
+	// APIKey must be sent in OPEN-SANDBOX-API-KEY; "" turns auth off (main
+	// allows that only when told to run insecure).
+	APIKey string
+	// PublicHost (a host name or IP, no scheme, no port) replaces the host
+	// of endpoint answers: the runtime's address host for direct
+	// endpoints, the request's host for server-proxy endpoints. "" keeps
+	// those hosts.
+	PublicHost string
+	// MaxTimeout caps a create's timeout and how far ahead a renew may
+	// set the expiry; 0 means no cap.
+	MaxTimeout time.Duration
+	// MinTimeout is the lowest timeout a create accepts; 0 means
+	// DefaultMinTimeout.
+	MinTimeout time.Duration
+	// AllowedHostPaths are the host directories host volumes must lie
+	// under; empty rejects every host volume.
+	AllowedHostPaths []string
+	// OpenAPIJSON is served at /openapi.json.
+	OpenAPIJSON []byte
+	// Logger receives the server's logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Server is the lifecycle API. Build it with New, serve Handler, and run
+// Run for its background work.
+type Server struct {
+	cfg     Config
+	rt      runtime.Runtime
+	store   Store
+	log     *slog.Logger
+	now     func() time.Time
+	mux     *http.ServeMux
+	handler http.Handler
+
+	// locks serialises the read-modify-write operations on one sandbox
+	// (metadata patch, renew, delete, expiry).
+	locks keyedMutex
+	// expiry holds the deadlines of sandboxes that expire.
+	expiry *expiry
+	// tokens caches execd tokens for the proxy.
+	tokens tokenCache
+	// proxy forwards /sandboxes/{id}/proxy/{port}/... requests.
+	proxy *sandboxProxy
+
+	// bg is the context of background work started by handlers
+	// (snapshot workers); Run cancels it when it returns.
+	bg       context.Context
+	cancelBg context.CancelFunc
+	workers  sync.WaitGroup
+	// capturing holds the ids of snapshots this process is taking, so
+	// that Run's recovery leaves them alone.
+	capturing sync.Map
+	running   atomic.Bool
+}
+
+// New checks cfg and builds a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Runtime == nil {
+		return nil, errors.New("server: Config.Runtime is required")
+	}
+	if cfg.Store == nil {
+		return nil, errors.New("server: Config.Store is required")
+	}
+	if cfg.MaxTimeout < 0 || cfg.MinTimeout < 0 {
+		return nil, errors.New("server: timeouts must not be negative")
+	}
+	if cfg.MinTimeout == 0 {
+		cfg.MinTimeout = DefaultMinTimeout
+	}
+	if cfg.MaxTimeout > 0 && cfg.MaxTimeout < cfg.MinTimeout {
+		return nil, errors.New("server: MaxTimeout is below MinTimeout")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	roots, err := cleanRoots(cfg.AllowedHostPaths)
+	if err != nil {
+		return nil, err
+	}
+	cfg.AllowedHostPaths = roots
+	s := &Server{
+		cfg:   cfg,
+		rt:    cfg.Runtime,
+		store: cfg.Store,
+		log:   cfg.Logger,
+		now:   cfg.Now,
+		mux:   http.NewServeMux(),
+	}
+	s.expiry = newExpiry()
+	s.bg, s.cancelBg = context.WithCancel(context.Background())
+	s.proxy = newSandboxProxy(s)
+	s.register()
+	s.handler = s.withRequestID(s.recoverPanics(s.logRequests(s.mux)))
+	return s, nil
+}
+
+// Handler returns the API with its middleware: request ids, panic
+// recovery, request logs; auth is applied per route by the route table.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// NewHTTPServer returns an http.Server for h with the limits the API
+// needs. It sets no WriteTimeout: log streams, command streams and
+// WebSockets relayed by the proxy legitimately outlive any fixed bound.
+func NewHTTPServer(h http.Handler, addr string) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+	}
+}

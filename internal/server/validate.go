@@ -1,0 +1,212 @@
+package server
+
+import (
+	"maps"
+	"math"
+	goruntime "runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/opensandbox-go/opensandbox/internal/runtime"
+	"github.com/opensandbox-go/opensandbox/internal/runtime/docker"
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
+)
+
+// defaultEntrypoint keeps a sandbox restored from a snapshot alive when the
+// request names no entrypoint.
+var defaultEntrypoint = []string{"tail", "-f", "/dev/null"}
+
+// minMemory is the smallest memory limit accepted (the engine refuses less,
+// and execd needs some room).
+const minMemory = 6 << 20
+
+// extPoolRef is the extension that asks for a pooled sandbox.
+const extPoolRef = "poolRef"
+
+// checkCreate validates a create request and turns it into a runtime spec
+// without ID, ExecdToken and ExpiresAt (set by the caller). The returned
+// timeout is 0 for a sandbox without automatic expiry. Every failure is an
+// *apierror.Error naming the offending field.
+func (s *Server) checkCreate(req *sandbox.CreateSandboxRequest) (runtime.Spec, time.Duration, error) {
+	var spec runtime.Spec
+	if _, ok := req.Extensions[extPoolRef]; ok {
+		return spec, 0, notSupported("extensions.%s: sandbox pools are not available on this server", extPoolRef)
+	}
+	switch {
+	case req.Image != nil && req.SnapshotID != "":
+		return spec, 0, badRequest("give either image or snapshotId, not both")
+	case req.Image == nil && req.SnapshotID == "":
+		return spec, 0, badRequest("one of image or snapshotId is required")
+	case req.Image != nil:
+		uri := strings.TrimSpace(req.Image.URI)
+		if uri == "" {
+			return spec, 0, badRequest("image.uri is required")
+		}
+		if uri != req.Image.URI || strings.ContainsAny(uri, " \t\r\n\x00") {
+			return spec, 0, badRequest("image.uri %q must not contain spaces or control characters", req.Image.URI)
+		}
+		spec.Image = uri
+		if a := req.Image.Auth; a != nil {
+			if a.Username == "" {
+				return spec, 0, badRequest("image.auth.username is required when image.auth is given")
+			}
+			spec.ImageAuth = &runtime.RegistryAuth{Username: a.Username, Password: a.Password}
+		}
+	default:
+		spec.SnapshotID = req.SnapshotID
+	}
+
+	switch {
+	case req.Entrypoint == nil && req.Image != nil:
+		return spec, 0, badRequest("entrypoint is required with image")
+	case req.Entrypoint == nil:
+		spec.Entrypoint = slices.Clone(defaultEntrypoint)
+	case len(req.Entrypoint) == 0:
+		return spec, 0, badRequest("entrypoint must have at least one element")
+	default:
+		for i, arg := range req.Entrypoint {
+			if arg == "" {
+				return spec, 0, badRequest("entrypoint[%d] is empty", i)
+			}
+			if strings.ContainsRune(arg, 0) {
+				return spec, 0, badRequest("entrypoint[%d] contains a NUL byte", i)
+			}
+		}
+		spec.Entrypoint = slices.Clone(req.Entrypoint)
+	}
+
+	timeout, err := s.checkTimeout(req.Timeout)
+	if err != nil {
+		return spec, 0, err
+	}
+	if spec.Resources, err = checkResources(req.ResourceLimits); err != nil {
+		return spec, 0, err
+	}
+	if err := checkEnv(req.Env); err != nil {
+		return spec, 0, err
+	}
+	spec.Env = maps.Clone(req.Env)
+	if err := checkMetadata("metadata", req.Metadata); err != nil {
+		return spec, 0, err
+	}
+	spec.Metadata = maps.Clone(req.Metadata)
+	if spec.Platform, err = checkPlatform(req.Platform); err != nil {
+		return spec, 0, err
+	}
+	if req.NetworkPolicy != nil {
+		return spec, 0, notSupported("networkPolicy: egress control is not available yet")
+	}
+	if req.CredentialProxy != nil && req.CredentialProxy.Enabled {
+		return spec, 0, notSupported("credentialProxy: egress control is not available yet")
+	}
+	if req.SecureAccess {
+		return spec, 0, notSupported("secureAccess: secure endpoint access needs the ingress gateway, which this server does not run")
+	}
+	if spec.Volumes, err = s.checkVolumes(req.Volumes); err != nil {
+		return spec, 0, err
+	}
+	return spec, timeout, nil
+}
+
+// checkTimeout validates the timeout in seconds; nil means manual cleanup
+// and yields 0.
+func (s *Server) checkTimeout(seconds *int64) (time.Duration, error) {
+	if seconds == nil {
+		return 0, nil
+	}
+	minSec := int64(math.Ceil(s.cfg.MinTimeout.Seconds()))
+	if *seconds < minSec || *seconds <= 0 {
+		return 0, badRequest("timeout must be at least %d seconds (got %d); leave it out for a sandbox without automatic expiry", minSec, *seconds)
+	}
+	maxSec := int64(math.MaxInt64 / int64(time.Second))
+	if s.cfg.MaxTimeout > 0 {
+		maxSec = int64(s.cfg.MaxTimeout / time.Second)
+	}
+	if *seconds > maxSec {
+		return 0, badRequest("timeout must be at most %d seconds (got %d)", maxSec, *seconds)
+	}
+	return time.Duration(*seconds) * time.Second, nil
+}
+
+// checkResources parses resourceLimits: cpu (Kubernetes CPU quantity),
+// memory (Kubernetes memory quantity) and gpu (a count or "all").
+func checkResources(limits map[string]string) (runtime.Resources, error) {
+	var res runtime.Resources
+	for _, k := range slices.Sorted(maps.Keys(limits)) {
+		v := strings.TrimSpace(limits[k])
+		switch k {
+		case "cpu":
+			n, err := docker.ParseCPU(v)
+			if err != nil || n <= 0 {
+				return res, badRequest("resourceLimits.cpu %q is not a positive CPU quantity such as \"500m\" or \"2\"", limits[k])
+			}
+			res.NanoCPUs = n
+		case "memory":
+			n, err := docker.ParseMemory(v)
+			if err != nil {
+				return res, badRequest("resourceLimits.memory %q is not a memory quantity such as \"512Mi\" or \"2Gi\"", limits[k])
+			}
+			if n < minMemory {
+				return res, badRequest("resourceLimits.memory %q is below the minimum of 6Mi", limits[k])
+			}
+			res.MemoryBytes = n
+		case "gpu":
+			if v == "all" {
+				res.GPUs = -1
+				break
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return res, badRequest("resourceLimits.gpu %q must be a non-negative integer or \"all\"", limits[k])
+			}
+			res.GPUs = n
+		default:
+			return res, badRequest("resourceLimits: unknown key %q (allowed: cpu, memory, gpu)", k)
+		}
+	}
+	return res, nil
+}
+
+// checkEnv rejects variable names the process environment cannot hold.
+func checkEnv(env map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		switch {
+		case k == "":
+			return badRequest("env: a variable name is empty")
+		case strings.ContainsAny(k, "=\x00"):
+			return badRequest("env: variable name %q must not contain '=' or NUL", k)
+		case strings.ContainsRune(env[k], 0):
+			return badRequest("env: the value of %q contains a NUL byte", k)
+		}
+	}
+	return nil
+}
+
+// checkPlatform accepts linux on the server's own architecture.
+func checkPlatform(p *sandbox.PlatformSpec) (*runtime.Platform, error) {
+	if p == nil {
+		return nil, nil
+	}
+	switch p.OS {
+	case "linux":
+	case "":
+		return nil, badRequest("platform.os is required when platform is given")
+	case "windows":
+		return nil, notSupported("platform.os %q: only linux sandboxes are available", p.OS)
+	default:
+		return nil, badRequest("platform.os %q: want linux", p.OS)
+	}
+	switch p.Arch {
+	case "amd64", "arm64":
+	case "":
+		return nil, badRequest("platform.arch is required when platform is given")
+	default:
+		return nil, badRequest("platform.arch %q: want amd64 or arm64", p.Arch)
+	}
+	if p.Arch != goruntime.GOARCH {
+		return nil, badRequest("platform.arch %q cannot be satisfied: this server runs %s sandboxes", p.Arch, goruntime.GOARCH)
+	}
+	return &runtime.Platform{OS: p.OS, Arch: p.Arch}, nil
+}

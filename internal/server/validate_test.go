@@ -1,0 +1,304 @@
+package server
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opensandbox-go/opensandbox/internal/apierror"
+	"github.com/opensandbox-go/opensandbox/internal/runtime"
+)
+
+func otherArch() string {
+	if goruntime.GOARCH == "amd64" {
+		return "arm64"
+	}
+	return "amd64"
+}
+
+func TestCreateValidationRejects(t *testing.T) {
+	allowed := t.TempDir()
+	outside := t.TempDir()
+	// A symlink inside the allowed directory that points outside it.
+	if err := os.Symlink(outside, filepath.Join(allowed, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, func(c *Config) {
+		c.AllowedHostPaths = []string{allowed}
+		c.MaxTimeout = 2 * time.Hour
+	})
+	const (
+		bad      = http.StatusBadRequest
+		invalid  = apierror.CodeInvalidRequest
+		unsup    = apierror.CodeAPINotSupported
+		hostDeny = apierror.CodeHostPathNotAllowed
+	)
+	vol := func(v map[string]any) map[string]any {
+		base := map[string]any{"name": "data", "mountPath": "/data", "host": map[string]any{"path": allowed}}
+		for k, x := range v {
+			if x == nil {
+				delete(base, k)
+			} else {
+				base[k] = x
+			}
+		}
+		return base
+	}
+	tests := []struct {
+		name   string
+		edit   func(b map[string]any)
+		status int
+		code   string
+		want   string // fragment of the message
+	}{
+		{"both image and snapshot", func(b map[string]any) { b["snapshotId"] = "s1" }, bad, invalid, "not both"},
+		{"neither image nor snapshot", func(b map[string]any) { delete(b, "image") }, bad, invalid, "one of image or snapshotId"},
+		{"empty image uri", func(b map[string]any) { b["image"] = map[string]any{"uri": ""} }, bad, invalid, "image.uri is required"},
+		{"image uri with space", func(b map[string]any) { b["image"] = map[string]any{"uri": "a b"} }, bad, invalid, "image.uri"},
+		{"auth without username", func(b map[string]any) {
+			b["image"] = map[string]any{"uri": "x", "auth": map[string]any{"password": "p"}}
+		}, bad, invalid, "image.auth.username"},
+		{"no entrypoint with image", func(b map[string]any) { delete(b, "entrypoint") }, bad, invalid, "entrypoint is required"},
+		{"empty entrypoint", func(b map[string]any) { b["entrypoint"] = []string{} }, bad, invalid, "at least one"},
+		{"empty entrypoint element", func(b map[string]any) { b["entrypoint"] = []string{"sh", ""} }, bad, invalid, "entrypoint[1] is empty"},
+		{"timeout too small", func(b map[string]any) { b["timeout"] = 59 }, bad, invalid, "at least 60 seconds"},
+		{"timeout zero", func(b map[string]any) { b["timeout"] = 0 }, bad, invalid, "at least 60"},
+		{"timeout negative", func(b map[string]any) { b["timeout"] = -5 }, bad, invalid, "at least 60"},
+		{"timeout above max", func(b map[string]any) { b["timeout"] = 7201 }, bad, invalid, "at most 7200"},
+		{"timeout fractional", func(b map[string]any) { b["timeout"] = 60.5 }, bad, invalid, "timeout"},
+		{"timeout string", func(b map[string]any) { b["timeout"] = "60" }, bad, invalid, "timeout"},
+		{"unknown resource", func(b map[string]any) { b["resourceLimits"] = map[string]string{"disk": "1Gi"} }, bad, invalid, `unknown key "disk"`},
+		{"bad cpu", func(b map[string]any) { b["resourceLimits"] = map[string]string{"cpu": "lots"} }, bad, invalid, "resourceLimits.cpu"},
+		{"zero cpu", func(b map[string]any) { b["resourceLimits"] = map[string]string{"cpu": "0"} }, bad, invalid, "resourceLimits.cpu"},
+		{"bad memory", func(b map[string]any) { b["resourceLimits"] = map[string]string{"memory": "2GB"} }, bad, invalid, "resourceLimits.memory"},
+		{"tiny memory", func(b map[string]any) { b["resourceLimits"] = map[string]string{"memory": "1Mi"} }, bad, invalid, "minimum"},
+		{"bad gpu", func(b map[string]any) { b["resourceLimits"] = map[string]string{"gpu": "-1"} }, bad, invalid, "resourceLimits.gpu"},
+		{"gpu word", func(b map[string]any) { b["resourceLimits"] = map[string]string{"gpu": "some"} }, bad, invalid, "resourceLimits.gpu"},
+		{"reserved metadata", func(b map[string]any) { b["metadata"] = map[string]string{"opensandbox.io/id": "x"} }, bad, invalid, "reserved"},
+		{"reserved metadata subdomain", func(b map[string]any) { b["metadata"] = map[string]string{"x.opensandbox.io/id": "x"} }, bad, invalid, "reserved"},
+		{"metadata bad key", func(b map[string]any) { b["metadata"] = map[string]string{"bad key": "x"} }, bad, invalid, "metadata"},
+		{"metadata long value", func(b map[string]any) { b["metadata"] = map[string]string{"k": strings.Repeat("a", 64)} }, bad, invalid, "longer than 63"},
+		{"env empty name", func(b map[string]any) { b["env"] = map[string]string{"": "x"} }, bad, invalid, "env"},
+		{"env name with =", func(b map[string]any) { b["env"] = map[string]string{"A=B": "x"} }, bad, invalid, `"A=B"`},
+		{"env value NUL", func(b map[string]any) { b["env"] = map[string]string{"A": "x\x00y"} }, bad, invalid, "NUL"},
+		{"windows", func(b map[string]any) { b["platform"] = map[string]string{"os": "windows", "arch": goruntime.GOARCH} }, bad, unsup, "linux"},
+		{"unknown os", func(b map[string]any) { b["platform"] = map[string]string{"os": "plan9", "arch": goruntime.GOARCH} }, bad, invalid, "platform.os"},
+		{"missing arch", func(b map[string]any) { b["platform"] = map[string]string{"os": "linux"} }, bad, invalid, "platform.arch is required"},
+		{"unknown arch", func(b map[string]any) { b["platform"] = map[string]string{"os": "linux", "arch": "riscv64"} }, bad, invalid, "amd64 or arm64"},
+		{"foreign arch", func(b map[string]any) { b["platform"] = map[string]string{"os": "linux", "arch": otherArch()} }, bad, invalid, "cannot be satisfied"},
+		{"network policy", func(b map[string]any) { b["networkPolicy"] = map[string]any{"defaultAction": "deny"} }, bad, unsup, "egress control is not available yet"},
+		{"credential proxy", func(b map[string]any) { b["credentialProxy"] = map[string]any{"enabled": true} }, bad, unsup, "egress control"},
+		{"secure access", func(b map[string]any) { b["secureAccess"] = true }, bad, unsup, "secureAccess"},
+		{"pool ref", func(b map[string]any) { b["extensions"] = map[string]string{"poolRef": "p"} }, bad, unsup, "poolRef"},
+		{"volume bad name", func(b map[string]any) { b["volumes"] = []any{vol(map[string]any{"name": "Data"})} }, bad, invalid, "volumes[0].name"},
+		{"volume no name", func(b map[string]any) { b["volumes"] = []any{vol(map[string]any{"name": nil})} }, bad, invalid, "volumes[0].name is required"},
+		{"volume long name", func(b map[string]any) { b["volumes"] = []any{vol(map[string]any{"name": strings.Repeat("a", 64)})} }, bad, invalid, "longer than 63"},
+		{"volume duplicate name", func(b map[string]any) {
+			b["volumes"] = []any{vol(nil), vol(map[string]any{"mountPath": "/other"})}
+		}, bad, invalid, "volumes[1].name"},
+		{"volume duplicate mount", func(b map[string]any) {
+			b["volumes"] = []any{vol(nil), vol(map[string]any{"name": "other"})}
+		}, bad, invalid, "volumes[1].mountPath"},
+		{"volume relative mount", func(b map[string]any) { b["volumes"] = []any{vol(map[string]any{"mountPath": "data"})} }, bad, invalid, "absolute"},
+		{"volume unclean mount", func(b map[string]any) { b["volumes"] = []any{vol(map[string]any{"mountPath": "/a/../b"})} }, bad, invalid, "not clean"},
+		{"volume root mount", func(b map[string]any) { b["volumes"] = []any{vol(map[string]any{"mountPath": "/"})} }, bad, invalid, "must not be /"},
+		{"volume over execd", func(b map[string]any) { b["volumes"] = []any{vol(map[string]any{"mountPath": "/opt/opensandbox/bin"})} }, bad, invalid, "/opt/opensandbox"},
+		{"volume covering execd", func(b map[string]any) { b["volumes"] = []any{vol(map[string]any{"mountPath": "/opt"})} }, bad, invalid, "/opt/opensandbox"},
+		{"volume no backend", func(b map[string]any) { b["volumes"] = []any{vol(map[string]any{"host": nil})} }, bad, invalid, "exactly one"},
+		{"volume two backends", func(b map[string]any) {
+			b["volumes"] = []any{vol(map[string]any{"pvc": map[string]any{"claimName": "c"}})}
+		}, bad, invalid, "exactly one"},
+		{"volume absolute subPath", func(b map[string]any) { b["volumes"] = []any{vol(map[string]any{"subPath": "/x"})} }, bad, invalid, "relative"},
+		{"volume dotdot subPath", func(b map[string]any) { b["volumes"] = []any{vol(map[string]any{"subPath": "../x"})} }, bad, invalid, ".."},
+		{"volume unclean subPath", func(b map[string]any) { b["volumes"] = []any{vol(map[string]any{"subPath": "a//b"})} }, bad, invalid, "not clean"},
+		{"host path relative", func(b map[string]any) {
+			b["volumes"] = []any{vol(map[string]any{"host": map[string]any{"path": "rel"}})}
+		}, bad, invalid, "absolute"},
+		{"host path outside", func(b map[string]any) {
+			b["volumes"] = []any{vol(map[string]any{"host": map[string]any{"path": outside}})}
+		}, bad, hostDeny, "volumes[0].host.path"},
+		{"host path dotdot escape", func(b map[string]any) {
+			b["volumes"] = []any{vol(map[string]any{"host": map[string]any{"path": allowed + "/../" + filepath.Base(outside)}})}
+		}, bad, hostDeny, "host.path"},
+		{"host path prefix trick", func(b map[string]any) {
+			b["volumes"] = []any{vol(map[string]any{"host": map[string]any{"path": allowed + "-evil"}})}
+		}, bad, hostDeny, "host.path"},
+		{"host path through symlink", func(b map[string]any) {
+			b["volumes"] = []any{vol(map[string]any{"host": map[string]any{"path": allowed + "/escape/sub"}})}
+		}, bad, hostDeny, "host.path"},
+		{"host subPath through symlink", func(b map[string]any) {
+			b["volumes"] = []any{vol(map[string]any{"subPath": "escape"})}
+		}, bad, hostDeny, "subPath"},
+		{"pvc bad claim", func(b map[string]any) {
+			b["volumes"] = []any{vol(map[string]any{"host": nil, "pvc": map[string]any{"claimName": "Bad_Name"}})}
+		}, bad, invalid, "claimName"},
+		{"ossfs", func(b map[string]any) {
+			b["volumes"] = []any{vol(map[string]any{"host": nil, "ossfs": map[string]any{"bucket": "b", "endpoint": "e"}})}
+		}, bad, unsup, "ossfs"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := createBody()
+			tc.edit(b)
+			r := e.do("POST", "/v1/sandboxes", b)
+			wantError(t, "POST /v1/sandboxes", r, tc.status, tc.code, tc.want)
+		})
+	}
+	if n := len(e.rt.specs); n != 0 {
+		t.Errorf("runtime Create called %d times for invalid requests, want 0", n)
+	}
+}
+
+func TestCreateBodyProblems(t *testing.T) {
+	e := newEnv(t)
+	tests := []struct {
+		name, body string
+		status     int
+		code       string
+	}{
+		{"empty", "", http.StatusBadRequest, apierror.CodeInvalidRequest},
+		{"not json", "{", http.StatusBadRequest, apierror.CodeInvalidRequest},
+		{"array", "[]", http.StatusBadRequest, apierror.CodeInvalidRequest},
+		{"trailing", `{"snapshotId":"x"} {}`, http.StatusBadRequest, apierror.CodeInvalidRequest},
+		{"too large", `{"env":{"A":"` + strings.Repeat("x", 1<<20) + `"}}`, http.StatusRequestEntityTooLarge, apierror.CodeRequestTooLarge},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			wantError(t, "POST /sandboxes", e.do("POST", "/sandboxes", tc.body), tc.status, tc.code)
+		})
+	}
+}
+
+func TestCreateValidationAccepts(t *testing.T) {
+	allowed := t.TempDir()
+	if err := os.Mkdir(filepath.Join(allowed, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, func(c *Config) {
+		c.AllowedHostPaths = []string{allowed}
+		c.MinTimeout = time.Second
+	})
+	no := false
+	b := createBody()
+	b["image"] = map[string]any{"uri": "registry.example/app:1", "auth": map[string]string{"username": "u", "password": "p"}}
+	b["timeout"] = 90
+	b["resourceLimits"] = map[string]string{"cpu": "500m", "memory": "512Mi", "gpu": "all"}
+	b["env"] = map[string]string{"A": "1", "EMPTY": ""}
+	b["metadata"] = map[string]string{"team": "ai", "example.com/owner": "bob", "empty": ""}
+	b["platform"] = map[string]string{"os": "linux", "arch": goruntime.GOARCH}
+	b["credentialProxy"] = map[string]any{"enabled": false}
+	b["extensions"] = map[string]string{"something": "opaque"}
+	b["volumes"] = []any{
+		map[string]any{"name": "host", "mountPath": "/mnt/host", "readOnly": true, "subPath": "sub", "host": map[string]any{"path": allowed + "/"}},
+		map[string]any{"name": "cache", "mountPath": "/cache", "pvc": map[string]any{"claimName": "cache.v1", "createIfNotExists": no, "deleteOnSandboxTermination": true}},
+		map[string]any{"name": "work", "mountPath": "/work", "pvc": map[string]any{"claimName": "work"}},
+	}
+	before := time.Now()
+	id := e.createSandbox(b)
+	spec := e.rt.lastSpec()
+
+	if spec.ID != id || len(id) != 36 || id[14] != '4' {
+		t.Errorf("spec.ID = %q (reply id %q), want the same canonical uuid4", spec.ID, id)
+	}
+	if len(spec.ExecdToken) != 64 {
+		t.Errorf("spec.ExecdToken = %q, want 64 hex digits", spec.ExecdToken)
+	}
+	if spec.Image != "registry.example/app:1" || spec.ImageAuth == nil || spec.ImageAuth.Username != "u" || spec.ImageAuth.Password != "p" {
+		t.Errorf("spec image = %q auth %+v, want the request's", spec.Image, spec.ImageAuth)
+	}
+	if spec.ExpiresAt == nil || spec.ExpiresAt.Before(before.Add(89*time.Second)) || spec.ExpiresAt.After(time.Now().Add(91*time.Second)) {
+		t.Errorf("spec.ExpiresAt = %v, want about now+90s", spec.ExpiresAt)
+	}
+	wantRes := runtime.Resources{NanoCPUs: 500_000_000, MemoryBytes: 512 << 20, GPUs: -1}
+	if spec.Resources != wantRes {
+		t.Errorf("spec.Resources = %+v, want %+v", spec.Resources, wantRes)
+	}
+	if spec.Platform == nil || spec.Platform.OS != "linux" || spec.Platform.Arch != goruntime.GOARCH {
+		t.Errorf("spec.Platform = %+v", spec.Platform)
+	}
+	if spec.Metadata["example.com/owner"] != "bob" || spec.Env["A"] != "1" {
+		t.Errorf("spec metadata %v env %v, want the request's", spec.Metadata, spec.Env)
+	}
+	realAllowed, _ := filepath.EvalSymlinks(allowed)
+	wantVols := []runtime.Volume{
+		{Name: "host", MountPath: "/mnt/host", ReadOnly: true, SubPath: "sub", HostPath: realAllowed},
+		{Name: "cache", MountPath: "/cache", ClaimName: "cache.v1", CreateIfNotExists: false, DeleteOnTermination: true},
+		{Name: "work", MountPath: "/work", ClaimName: "work", CreateIfNotExists: true},
+	}
+	if len(spec.Volumes) != len(wantVols) {
+		t.Fatalf("spec.Volumes = %+v, want %+v", spec.Volumes, wantVols)
+	}
+	for i := range wantVols {
+		if spec.Volumes[i] != wantVols[i] {
+			t.Errorf("spec.Volumes[%d] = %+v, want %+v", i, spec.Volumes[i], wantVols[i])
+		}
+	}
+}
+
+func TestCreateManualCleanupAndGPUCount(t *testing.T) {
+	e := newEnv(t)
+	b := createBody()
+	delete(b, "timeout")
+	b["resourceLimits"] = map[string]string{"gpu": "2"}
+	r := e.do("POST", "/v1/sandboxes", b)
+	if r.status != http.StatusAccepted {
+		t.Fatalf("POST /v1/sandboxes = %s, want 202", r)
+	}
+	if strings.Contains(string(r.body), "expiresAt") {
+		t.Errorf("reply %s has expiresAt; a sandbox without timeout must not", r.body)
+	}
+	if r.header.Get("Location") != "" {
+		t.Errorf("reply has Location %q; upstream sends none", r.header.Get("Location"))
+	}
+	spec := e.rt.lastSpec()
+	if spec.ExpiresAt != nil || spec.Resources.GPUs != 2 {
+		t.Errorf("spec ExpiresAt %v GPUs %d, want nil and 2", spec.ExpiresAt, spec.Resources.GPUs)
+	}
+	if _, armed := e.srv.expiry.deadline(spec.ID); armed {
+		t.Errorf("manual-cleanup sandbox %s has an expiry deadline", spec.ID)
+	}
+}
+
+func TestNoHostVolumesWithoutAllowList(t *testing.T) {
+	e := newEnv(t)
+	b := createBody()
+	b["volumes"] = []any{map[string]any{"name": "h", "mountPath": "/h", "host": map[string]any{"path": "/tmp"}}}
+	wantError(t, "POST /v1/sandboxes", e.do("POST", "/v1/sandboxes", b), http.StatusBadRequest, apierror.CodeHostPathNotAllowed, "allows no host volumes")
+}
+
+func TestCheckLabel(t *testing.T) {
+	tests := []struct {
+		key, value string
+		ok         bool
+	}{
+		{"team", "ai", true},
+		{"a", "", true},
+		{"example.com/team", "a.b-c_d", true},
+		{"A-b_c.D", "X1", true},
+		{strings.Repeat("k", 63), strings.Repeat("v", 63), true},
+		{strings.Repeat("k", 64), "v", false},
+		{"k", strings.Repeat("v", 64), false},
+		{"", "v", false},
+		{"example.com/", "v", false},
+		{"/name", "v", false},
+		{"Example.com/name", "v", false},
+		{"-team", "v", false},
+		{"team-", "v", false},
+		{"team", "-v", false},
+		{"team", "v v", false},
+		{"a/b/c", "v", false},
+		{"opensandbox.io/x", "v", false},
+		{"sub.opensandbox.io/x", "v", false},
+		{"notopensandbox.io/x", "v", true},
+	}
+	for _, tc := range tests {
+		err := checkLabel(tc.key, tc.value)
+		if (err == nil) != tc.ok {
+			t.Errorf("checkLabel(%q, %q) = %v, want ok=%v", tc.key, tc.value, err, tc.ok)
+		}
+	}
+}

@@ -1,0 +1,314 @@
+// Package serverconfig reads the lifecycle server's TOML configuration
+// (by default ~/.sandbox.toml), applies defaults and environment
+// overrides, and validates it. The file format is the upstream
+// OpenSandbox server's, so an upstream file keeps working: keys we do not
+// implement are accepted with a warning when they are harmless, and
+// rejected with a clear error when honouring them silently would be wrong
+// (for example Kubernetes settings under the Docker runtime).
+//
+// It only describes settings: building the runtime, the store and the
+// HTTP server from them is the job of cmd/opensandbox-server. It must not
+// import the server, the store or any runtime driver.
+//
+//	cfg, warnings, err := serverconfig.Load("", os.Getenv)
+package serverconfig
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Environment variables read by Load.
+const (
+	// EnvConfigPath names the config file when Load gets no path.
+	EnvConfigPath = "SANDBOX_CONFIG_PATH"
+	// EnvAPIKey, when non-empty, replaces server.api_key.
+	EnvAPIKey = "OPENSANDBOX_SERVER_API_KEY"
+	// EnvInsecure=YES lets the server start without an API key.
+	EnvInsecure = "OPENSANDBOX_INSECURE_SERVER"
+)
+
+// Supported values.
+const (
+	RuntimeDocker     = "docker"
+	RuntimeKubernetes = "kubernetes"
+	NetworkBridge     = "bridge"
+	NetworkHost       = "host"
+	StoreBbolt        = "bbolt"
+)
+
+// Config is the whole configuration. Zero values are not defaults: use
+// Defaults or Load.
+type Config struct {
+	Server        Server        `toml:"server"`
+	Log           Log           `toml:"log"`
+	Runtime       Runtime       `toml:"runtime"`
+	Docker        Docker        `toml:"docker"`
+	Storage       Storage       `toml:"storage"`
+	Store         Store         `toml:"store"`
+	SecureRuntime SecureRuntime `toml:"secure_runtime"`
+	Egress        Egress        `toml:"egress"`
+	Ingress       Ingress       `toml:"ingress"`
+
+	// Path is the file the configuration was read from; "" when there was
+	// no file at the default path and only defaults apply.
+	Path string `toml:"-"`
+	// Insecure is set by OPENSANDBOX_INSECURE_SERVER=YES: the server may
+	// start without an API key.
+	Insecure bool `toml:"-"`
+}
+
+// Server is the [server] table.
+type Server struct {
+	Host string `toml:"host"` // host: listen address; default "0.0.0.0"
+	Port int    `toml:"port"` // port: listen port, 1-65535; default 8080
+	// api_key: the key clients send in the OPEN-SANDBOX-API-KEY header;
+	// default none (the server then refuses to start unless insecure).
+	// OPENSANDBOX_SERVER_API_KEY replaces it when set.
+	APIKey string `toml:"api_key"`
+	// eip: the public host (name or IP; no scheme, port or path) put
+	// into the endpoint and proxy URLs the server hands out; default ""
+	// = the address sandbox ports are published on (docker.host_ip) for
+	// direct endpoints and the request's host for proxied ones.
+	EIP string `toml:"eip"`
+	// max_sandbox_timeout_seconds: the longest timeout a sandbox may be
+	// created or renewed with, in seconds; default 0 = no limit, else ≥ 60.
+	MaxSandboxTimeoutSeconds int64 `toml:"max_sandbox_timeout_seconds"`
+	// min_sandbox_timeout_seconds: the shortest timeout, in seconds;
+	// default 60. Values 1-59 are for tests and log a warning.
+	MinSandboxTimeoutSeconds int64 `toml:"min_sandbox_timeout_seconds"`
+}
+
+// Addr is the host:port the server listens on.
+func (s Server) Addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) }
+
+// MaxSandboxTimeout is max_sandbox_timeout_seconds as a duration; 0 = no limit.
+func (s Server) MaxSandboxTimeout() time.Duration {
+	return time.Duration(s.MaxSandboxTimeoutSeconds) * time.Second
+}
+
+// MinSandboxTimeout is min_sandbox_timeout_seconds as a duration.
+func (s Server) MinSandboxTimeout() time.Duration {
+	return time.Duration(s.MinSandboxTimeoutSeconds) * time.Second
+}
+
+// Log is the [log] table.
+type Log struct {
+	// level: debug, info, warn or error (any case; "warning" and
+	// "critical" are accepted as upstream spells them); default "info".
+	Level string `toml:"level"`
+	// file_path: append logs to this file (parent created 0700, file
+	// 0600); default "" = stderr. "~/" is expanded.
+	FilePath string `toml:"file_path"`
+	// file_enabled: upstream's switch for file_path; when false logs go
+	// to stderr whatever file_path says, when true with no file_path they
+	// go to ~/logs/opensandbox/server.log. Default: unset = file_path decides.
+	FileEnabled *bool `toml:"file_enabled"`
+}
+
+// SlogLevel is Level as a slog level (info when Level is not valid).
+func (l Log) SlogLevel() slog.Level {
+	lvl, _ := parseLevel(l.Level)
+	return lvl
+}
+
+func parseLevel(s string) (slog.Level, bool) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, true
+	case "info", "":
+		return slog.LevelInfo, true
+	case "warn", "warning":
+		return slog.LevelWarn, true
+	case "error", "critical":
+		return slog.LevelError, true
+	}
+	return slog.LevelInfo, false
+}
+
+// Runtime is the [runtime] table.
+type Runtime struct {
+	// type: the engine that runs sandboxes; required in a config file
+	// ("docker"; "kubernetes" is not supported yet). Default "docker"
+	// only when there is no file at the default path.
+	Type string `toml:"type"`
+	// execd_path: the execd binary put into every sandbox; default ""
+	// = "execd" next to the opensandbox-server executable, else found in
+	// PATH. "~/" is expanded. (Upstream's execd_image is accepted and
+	// ignored: we mount or copy this binary instead of pulling an image.)
+	ExecdPath string `toml:"execd_path"`
+}
+
+// Docker is the [docker] table: how sandboxes are run on the Docker
+// engine. The engine itself is found through DOCKER_HOST (and
+// DOCKER_CERT_PATH, DOCKER_TLS_VERIFY, DOCKER_API_VERSION) as the docker
+// CLI does.
+type Docker struct {
+	// network_mode: "bridge" (default; each sandbox has its own network
+	// namespace and published ports) or "host" (sandboxes share the
+	// host's network; upstream's default).
+	NetworkMode string `toml:"network_mode"`
+	// host_ip: the host address bridge-mode ports are published on;
+	// default "127.0.0.1" (only this machine, and the server's proxy,
+	// reach sandbox ports directly).
+	HostIP string `toml:"host_ip"`
+	// api_timeout: how long, in seconds, the engine may take to answer
+	// one API request (streams may then run longer); default 180.
+	APITimeoutSeconds int `toml:"api_timeout"`
+	// drop_capabilities: Linux capabilities removed from every sandbox;
+	// default AUDIT_WRITE MKNOD NET_ADMIN NET_RAW SYS_ADMIN SYS_MODULE
+	// SYS_PTRACE SYS_TIME SYS_TTY_CONFIG; [] drops none.
+	DropCapabilities []string `toml:"drop_capabilities"`
+	// apparmor_profile: AppArmor profile of sandboxes; default "" = the
+	// engine's default.
+	AppArmorProfile string `toml:"apparmor_profile"`
+	// no_new_privileges: forbid privilege gain through setuid binaries;
+	// default true.
+	NoNewPrivileges bool `toml:"no_new_privileges"`
+	// seccomp_profile: "" (default) = the engine's default profile,
+	// "unconfined" = none, else the path of a JSON profile file, read
+	// at start. "~/" is expanded.
+	SeccompProfile string `toml:"seccomp_profile"`
+	// pids_limit: most processes a sandbox may have; default 4096, 0 = no limit.
+	PidsLimit int64 `toml:"pids_limit"`
+	// execd_copy: copy execd into each sandbox through the engine API
+	// instead of bind-mounting it read-only; needed when the engine runs
+	// on another machine than the server. Default false.
+	ExecdCopy bool `toml:"execd_copy"`
+}
+
+// APITimeout is api_timeout as a duration.
+func (d Docker) APITimeout() time.Duration {
+	return time.Duration(d.APITimeoutSeconds) * time.Second
+}
+
+// Storage is the [storage] table.
+type Storage struct {
+	// allowed_host_paths: absolute host directories that sandboxes may
+	// bind-mount (a path and everything under it); default [] = host
+	// mounts are rejected.
+	AllowedHostPaths []string `toml:"allowed_host_paths"`
+	// volume_default_size: size of volumes created without one, as a
+	// Kubernetes quantity (e.g. "1Gi", "500Mi"); default "1Gi". Docker
+	// volumes have no size, so it only matters on Kubernetes.
+	VolumeDefaultSize string `toml:"volume_default_size"`
+}
+
+// Store is the [store] table: the embedded file for snapshot records and
+// metadata overrides.
+type Store struct {
+	// type: "bbolt", the only supported store; default "bbolt".
+	Type string `toml:"type"`
+	// path: the store file; default ~/.opensandbox/opensandbox.db. "~/"
+	// is expanded.
+	Path string `toml:"path"`
+}
+
+// SecureRuntime is the [secure_runtime] table: a stronger isolation
+// boundary than plain containers.
+type SecureRuntime struct {
+	// type: "" (plain containers; default), "gvisor", "kata" or
+	// "firecracker" (Kubernetes only).
+	Type string `toml:"type"`
+	// docker_runtime: the OCI runtime name registered with the Docker
+	// engine (e.g. "runsc", "kata-runtime"); required for gvisor and kata
+	// with the Docker runtime. Default "".
+	DockerRuntime string `toml:"docker_runtime"`
+	// k8s_runtime_class: the RuntimeClass for Kubernetes (e.g. "gvisor",
+	// "kata-qemu", "kata-fc"). Default "".
+	K8sRuntimeClass string `toml:"k8s_runtime_class"`
+}
+
+// Egress is the [egress] table (the egress sidecar; accepted and
+// validated, enforced once the sidecar is wired).
+type Egress struct {
+	// image: the egress sidecar image; default "".
+	Image string `toml:"image"`
+	// mode: "dns" (DNS filtering; default) or "dns+nft" (plus nftables
+	// enforcement of resolved addresses).
+	Mode string `toml:"mode"`
+	// disable_ipv6: turn IPv6 off in sandboxes with a network policy;
+	// default true.
+	DisableIPv6 bool `toml:"disable_ipv6"`
+}
+
+// Ingress is the [ingress] table.
+type Ingress struct {
+	// mode: "direct" (default; clients reach endpoints the server hands
+	// out) or "gateway" (Kubernetes only).
+	Mode string `toml:"mode"`
+}
+
+// Default values.
+const (
+	DefaultHost              = "0.0.0.0"
+	DefaultPort              = 8080
+	DefaultMinTimeoutSeconds = 60
+	DefaultLogLevel          = "info"
+	DefaultNetworkMode       = NetworkBridge
+	DefaultHostIP            = "127.0.0.1"
+	DefaultAPITimeoutSeconds = 180
+	DefaultPidsLimit         = 4096
+	DefaultVolumeSize        = "1Gi"
+	DefaultEgressMode        = "dns"
+	DefaultIngressMode       = "direct"
+	// DefaultConfigFile is the config file under the home directory.
+	DefaultConfigFile = ".sandbox.toml"
+	// MinMaxTimeoutSeconds is the smallest max_sandbox_timeout_seconds.
+	MinMaxTimeoutSeconds = 60
+)
+
+// DefaultDropCapabilities returns the capabilities dropped by default (a
+// new slice each call).
+func DefaultDropCapabilities() []string {
+	return []string{"AUDIT_WRITE", "MKNOD", "NET_ADMIN", "NET_RAW", "SYS_ADMIN", "SYS_MODULE", "SYS_PTRACE", "SYS_TIME", "SYS_TTY_CONFIG"}
+}
+
+// Defaults returns every default; home is the user's home directory (for
+// the store path). Runtime.Type is left empty: a config file must set it.
+func Defaults(home string) Config {
+	return Config{
+		Server: Server{
+			Host:                     DefaultHost,
+			Port:                     DefaultPort,
+			MinSandboxTimeoutSeconds: DefaultMinTimeoutSeconds,
+		},
+		Log: Log{Level: DefaultLogLevel},
+		Docker: Docker{
+			NetworkMode:       DefaultNetworkMode,
+			HostIP:            DefaultHostIP,
+			APITimeoutSeconds: DefaultAPITimeoutSeconds,
+			DropCapabilities:  DefaultDropCapabilities(),
+			NoNewPrivileges:   true,
+			PidsLimit:         DefaultPidsLimit,
+		},
+		Storage: Storage{AllowedHostPaths: []string{}, VolumeDefaultSize: DefaultVolumeSize},
+		Store:   Store{Type: StoreBbolt, Path: defaultStorePath(home)},
+		Egress:  Egress{Mode: DefaultEgressMode, DisableIPv6: true},
+		Ingress: Ingress{Mode: DefaultIngressMode},
+	}
+}
+
+// ErrNoAPIKey is returned (wrapped) by RequireAPIKey.
+var ErrNoAPIKey = errors.New("no API key configured")
+
+// RequireAPIKey returns an error telling how to set a key when none is
+// configured, unless insecure (the --insecure flag) or c.Insecure
+// (OPENSANDBOX_INSECURE_SERVER=YES) allows running without one.
+func (c Config) RequireAPIKey(insecure bool) error {
+	if c.Server.APIKey != "" || insecure || c.Insecure {
+		return nil
+	}
+	where := "~/" + DefaultConfigFile + " (opensandbox-server init-config writes one with a fresh key)"
+	if c.Path != "" {
+		where = c.Path
+	}
+	return fmt.Errorf("%w: set api_key in the [server] table of %s or the %s environment variable; "+
+		"to accept requests without a key (local development only) start with --insecure or %s=YES",
+		ErrNoAPIKey, where, EnvAPIKey, EnvInsecure)
+}

@@ -1,0 +1,156 @@
+package serverconfig
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Example kinds.
+const (
+	ExampleDocker     = "docker"
+	ExampleKubernetes = "k8s"
+)
+
+// Example returns a commented configuration file of the given kind
+// ("docker" or "k8s") with every default written out. The file passes
+// Load as it is. The "k8s" example is a working Docker configuration
+// whose Kubernetes sections are commented out, since Kubernetes support
+// is not there yet.
+func Example(kind string) (string, error) {
+	return ExampleWithAPIKey(kind, "")
+}
+
+// ExampleWithAPIKey is Example with server.api_key set to apiKey (left
+// commented out when apiKey is empty).
+func ExampleWithAPIKey(kind, apiKey string) (string, error) {
+	keyLine := `# api_key = "a-long-random-string"`
+	if apiKey != "" {
+		keyLine = "api_key = " + strconv.Quote(apiKey)
+	}
+	var b strings.Builder
+	switch kind {
+	case ExampleDocker:
+		b.WriteString(dockerHeader)
+	case ExampleKubernetes:
+		b.WriteString(kubernetesHeader)
+	default:
+		return "", fmt.Errorf("unknown example %q: want %q or %q", kind, ExampleDocker, ExampleKubernetes)
+	}
+	b.WriteString(strings.Replace(commonBody, "@API_KEY_LINE@", keyLine, 1))
+	if kind == ExampleKubernetes {
+		b.WriteString(kubernetesTail)
+	}
+	return b.String(), nil
+}
+
+const dockerHeader = `# opensandbox-server configuration (Docker runtime).
+# Every value below is the default unless marked otherwise; delete what you
+# do not change. Reference: docs/configuration.md.
+`
+
+const kubernetesHeader = `# opensandbox-server configuration, Kubernetes flavour.
+#
+# Kubernetes support is coming but not there yet: today the server runs
+# sandboxes on Docker only and refuses runtime.type = "kubernetes". This
+# file is therefore a working Docker configuration; the commented sections
+# at the end show the Kubernetes settings, so they can be prepared now.
+# Reference: docs/configuration.md.
+`
+
+const commonBody = `
+[server]
+host = "0.0.0.0"                 # listen address
+port = 8080                      # listen port
+# Clients send this key in the OPEN-SANDBOX-API-KEY header. Without a key
+# the server refuses to start unless run with --insecure. The environment
+# variable OPENSANDBOX_SERVER_API_KEY overrides it.
+@API_KEY_LINE@
+# Public host name or IP put into the endpoint URLs handed to clients
+# (default: the address sandbox ports are published on, docker.host_ip).
+# eip = "sandbox.example.com"
+max_sandbox_timeout_seconds = 0  # longest sandbox timeout; 0 = no limit, else >= 60
+min_sandbox_timeout_seconds = 60 # shortest sandbox timeout (below 60 only for tests)
+
+[log]
+level = "info"                   # debug, info, warn or error
+file_path = ""                   # "" = stderr
+
+[runtime]
+type = "docker"                  # required; "kubernetes" is not supported yet
+# The execd binary placed in every sandbox. Default: "execd" next to the
+# opensandbox-server executable, else the one found in PATH.
+# execd_path = "/usr/local/bin/execd"
+
+[docker]
+# The engine is found through DOCKER_HOST like the docker CLI finds it.
+network_mode = "bridge"          # "bridge" (own network per sandbox) or "host"
+host_ip = "127.0.0.1"            # host address sandbox ports are published on
+api_timeout = 180                # seconds the engine may take to answer a request
+drop_capabilities = ["AUDIT_WRITE", "MKNOD", "NET_ADMIN", "NET_RAW", "SYS_ADMIN", "SYS_MODULE", "SYS_PTRACE", "SYS_TIME", "SYS_TTY_CONFIG"]
+no_new_privileges = true
+apparmor_profile = ""            # "" = the engine's default
+seccomp_profile = ""             # "" = the engine's default
+pids_limit = 4096                # 0 = no limit
+execd_copy = false               # copy execd in through the engine API instead of a read-only mount
+
+[storage]
+allowed_host_paths = []          # absolute host directories sandboxes may mount; [] = none
+volume_default_size = "1Gi"
+
+[store]
+type = "bbolt"
+path = "~/.opensandbox/opensandbox.db"
+
+[secure_runtime]
+# "" = plain containers; "gvisor" or "kata" need docker_runtime, the OCI
+# runtime registered with the engine (e.g. "runsc" or "kata-runtime").
+type = ""
+docker_runtime = ""
+k8s_runtime_class = ""
+
+[egress]
+# The egress sidecar that enforces network policies (not available yet).
+image = ""
+mode = "dns"                     # "dns" or "dns+nft"
+disable_ipv6 = true
+
+[ingress]
+mode = "direct"                  # "gateway" only with Kubernetes
+`
+
+const kubernetesTail = `
+# --- Kubernetes (coming; leave commented out until supported) ---
+#
+# [runtime]
+# type = "kubernetes"
+#
+# [kubernetes]
+# kubeconfig_path = "~/.kube/config"    # omit inside the cluster
+# namespace = "opensandbox"
+# service_account = ""
+# workload_provider = "batchsandbox"    # or "agent-sandbox"
+# batchsandbox_template_file = ""
+# image_pull_policy = "IfNotPresent"
+# sandbox_create_timeout_seconds = 60
+# sandbox_create_poll_interval_seconds = 1.0
+# snapshot_create_timeout_seconds = 900
+# informer_enabled = true
+# informer_resync_seconds = 300
+# informer_watch_timeout_seconds = 60
+#
+# [agent_sandbox]                       # with workload_provider = "agent-sandbox"
+# template_file = ""
+# shutdown_policy = "Delete"            # or "Retain"
+# ingress_enabled = true
+#
+# [ingress]
+# mode = "gateway"
+# [ingress.gateway]
+# address = "*.sandbox.example.com"     # no scheme; "*." for wildcard hosts
+# route.mode = "wildcard"               # "wildcard", "uri" or "header"
+#
+# [secure_runtime]
+# type = "gvisor"                       # "gvisor", "kata" or "firecracker"
+# k8s_runtime_class = "gvisor"          # e.g. "gvisor", "kata-qemu", "kata-fc"
+`

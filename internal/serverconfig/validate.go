@@ -1,0 +1,177 @@
+package serverconfig
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+var (
+	capabilityRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
+	quantityRE   = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$`)
+)
+
+// validate checks every value, normalising a few in place (lower-case
+// enumerations, cleaned paths). It returns warnings for the log and
+// problems that stop the server, each naming the key and its value.
+func validate(c *Config) (warnings, problems []string) {
+	bad := func(key string, value any, want string) {
+		problems = append(problems, fmt.Sprintf("%s = %s: %s", key, quote(value), want))
+	}
+
+	// [server]
+	if c.Server.Host == "" || strings.ContainsAny(c.Server.Host, " \t/") {
+		bad("server.host", c.Server.Host, "want an IP address or host name to listen on")
+	}
+	if c.Server.Port < 1 || c.Server.Port > 65535 {
+		bad("server.port", c.Server.Port, "want 1-65535")
+	}
+	if strings.TrimSpace(c.Server.APIKey) != c.Server.APIKey {
+		problems = append(problems, "server.api_key (or "+EnvAPIKey+") starts or ends with white space")
+	}
+	if e := c.Server.EIP; e != "" && (strings.ContainsAny(e, "/ \t?#[]@") || strings.Contains(e, ":") && net.ParseIP(e) == nil) {
+		bad("server.eip", e, "want a host name or IP address, without scheme, port or path")
+	}
+	maxT, minT := c.Server.MaxSandboxTimeoutSeconds, c.Server.MinSandboxTimeoutSeconds
+	switch {
+	case maxT < 0 || (maxT > 0 && maxT < MinMaxTimeoutSeconds):
+		bad("server.max_sandbox_timeout_seconds", maxT, fmt.Sprintf("want 0 (no limit) or at least %d", MinMaxTimeoutSeconds))
+	case maxT > 0 && minT > maxT:
+		bad("server.min_sandbox_timeout_seconds", minT, fmt.Sprintf("want at most server.max_sandbox_timeout_seconds (%d)", maxT))
+	}
+	switch {
+	case minT < 1:
+		bad("server.min_sandbox_timeout_seconds", minT, "want at least 1")
+	case minT < DefaultMinTimeoutSeconds:
+		warnings = append(warnings, fmt.Sprintf("server.min_sandbox_timeout_seconds = %d is below %d: meant for tests only", minT, DefaultMinTimeoutSeconds))
+	}
+
+	// [log]
+	if _, ok := parseLevel(c.Log.Level); !ok {
+		bad("log.level", c.Log.Level, "want debug, info, warn or error")
+	}
+	c.Log.Level = strings.ToLower(c.Log.Level)
+
+	// [runtime]
+	switch c.Runtime.Type {
+	case RuntimeDocker:
+	case "":
+		problems = append(problems, fmt.Sprintf("runtime.type is required: set it to %q", RuntimeDocker))
+	case RuntimeKubernetes:
+		bad("runtime.type", c.Runtime.Type, fmt.Sprintf("the Kubernetes runtime is not supported yet; use %q", RuntimeDocker))
+	default:
+		bad("runtime.type", c.Runtime.Type, fmt.Sprintf("want %q", RuntimeDocker))
+	}
+
+	// [docker]
+	d := &c.Docker
+	switch d.NetworkMode {
+	case NetworkBridge:
+	case NetworkHost:
+		warnings = append(warnings, "docker.network_mode = \"host\": sandboxes share the host's network and can reach every service on it")
+	default:
+		bad("docker.network_mode", d.NetworkMode, fmt.Sprintf("want %q or %q", NetworkBridge, NetworkHost))
+	}
+	if ip := net.ParseIP(d.HostIP); ip == nil {
+		bad("docker.host_ip", d.HostIP, "want an IP address")
+	} else if ip.IsUnspecified() && d.NetworkMode == NetworkBridge {
+		warnings = append(warnings, fmt.Sprintf("docker.host_ip = %q publishes sandbox ports on every interface of this host", d.HostIP))
+	}
+	if d.APITimeoutSeconds <= 0 {
+		bad("docker.api_timeout", d.APITimeoutSeconds, "want a positive number of seconds")
+	}
+	for i, name := range d.DropCapabilities {
+		if !capabilityRE.MatchString(name) {
+			bad(fmt.Sprintf("docker.drop_capabilities[%d]", i), name, "want a capability name such as NET_RAW")
+		}
+	}
+	if d.PidsLimit < 0 {
+		bad("docker.pids_limit", d.PidsLimit, "want 0 (no limit) or more")
+	}
+
+	// [storage]
+	for i, p := range c.Storage.AllowedHostPaths {
+		if !filepath.IsAbs(p) {
+			bad(fmt.Sprintf("storage.allowed_host_paths[%d]", i), p, "want an absolute path")
+			continue
+		}
+		c.Storage.AllowedHostPaths[i] = filepath.Clean(p)
+	}
+	if v := c.Storage.VolumeDefaultSize; !positiveQuantity(v) {
+		bad("storage.volume_default_size", v, "want a positive size such as \"1Gi\" or \"500Mi\"")
+	}
+
+	// [store]
+	if c.Store.Type != StoreBbolt {
+		bad("store.type", c.Store.Type, fmt.Sprintf("the only supported store is %q", StoreBbolt))
+	}
+	if c.Store.Path == "" {
+		bad("store.path", c.Store.Path, "want a file path")
+	}
+
+	// [secure_runtime]
+	sr := &c.SecureRuntime
+	switch sr.Type {
+	case "":
+		if sr.DockerRuntime != "" || sr.K8sRuntimeClass != "" {
+			problems = append(problems, fmt.Sprintf("secure_runtime.type is empty but docker_runtime = %q and k8s_runtime_class = %q are set: set a type (gvisor, kata) or remove the runtime names", sr.DockerRuntime, sr.K8sRuntimeClass))
+		}
+	case "gvisor", "kata":
+		if c.Runtime.Type == RuntimeDocker && sr.DockerRuntime == "" {
+			problems = append(problems, fmt.Sprintf("secure_runtime.type = %q needs secure_runtime.docker_runtime (the OCI runtime registered with Docker, e.g. %q) for the Docker runtime", sr.Type, map[string]string{"gvisor": "runsc", "kata": "kata-runtime"}[sr.Type]))
+		}
+	case "firecracker":
+		if c.Runtime.Type == RuntimeDocker {
+			bad("secure_runtime.type", sr.Type, "firecracker is only available with runtime.type = \"kubernetes\"")
+		}
+	default:
+		bad("secure_runtime.type", sr.Type, "want \"\", \"gvisor\", \"kata\" or \"firecracker\"")
+	}
+	if strings.ContainsAny(sr.DockerRuntime, " \t/") {
+		bad("secure_runtime.docker_runtime", sr.DockerRuntime, "want an OCI runtime name such as \"runsc\"")
+	}
+
+	// [egress]
+	switch c.Egress.Mode {
+	case "dns", "dns+nft":
+	default:
+		bad("egress.mode", c.Egress.Mode, "want \"dns\" or \"dns+nft\"")
+	}
+	if strings.ContainsAny(c.Egress.Image, " \t") {
+		bad("egress.image", c.Egress.Image, "want an image reference")
+	} else if c.Egress.Image != "" {
+		warnings = append(warnings, "egress.image is set, but the egress sidecar is not available yet: network policies are not enforced")
+	}
+
+	// [ingress]
+	switch c.Ingress.Mode {
+	case "direct":
+	case "gateway":
+		if c.Runtime.Type != RuntimeKubernetes {
+			bad("ingress.mode", c.Ingress.Mode, "gateway mode is only valid with runtime.type = \"kubernetes\"")
+		}
+	default:
+		bad("ingress.mode", c.Ingress.Mode, "want \"direct\" or \"gateway\"")
+	}
+	return warnings, problems
+}
+
+// positiveQuantity reports whether v is a size such as "1Gi" greater than zero.
+func positiveQuantity(v string) bool {
+	m := quantityRE.FindStringSubmatch(v)
+	if m == nil {
+		return false
+	}
+	n, err := strconv.ParseFloat(m[1], 64)
+	return err == nil && n > 0
+}
+
+func quote(v any) string {
+	if s, ok := v.(string); ok {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprint(v)
+}
