@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/apierror"
+	"github.com/opensandbox-go/opensandbox/internal/httpmw"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
@@ -105,64 +106,31 @@ func (s *Server) requireAPIKey(next http.Handler) http.Handler {
 
 // recoverPanics turns a handler panic into a 500 for that request only.
 func (s *Server) recoverPanics(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			v := recover()
-			if v == nil {
-				return
-			}
-			if v == http.ErrAbortHandler {
-				panic(v)
-			}
-			s.reqLog(r).Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
-			s.writeError(w, r, apierror.New(http.StatusInternalServerError, apierror.CodeInternal, "internal error"))
-		}()
-		next.ServeHTTP(w, r)
+	return httpmw.Recover(next, func(w http.ResponseWriter, r *http.Request, v any) {
+		s.reqLog(r).Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
+		s.writeError(w, r, apierror.New(http.StatusInternalServerError, apierror.CodeInternal, "internal error"))
 	})
 }
-
-// statusRecorder remembers the status a handler sent.
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusRecorder) Write(p []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(p)
-}
-
-// Unwrap lets http.ResponseController (and the proxy) reach Flush and Hijack.
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // logRequests logs one line per request: reads at debug, changes at info,
 // server errors at warn.
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &httpmw.StatusRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r)
-		if rec.status == 0 {
-			rec.status = http.StatusOK
+		if rec.Status == 0 {
+			rec.Status = http.StatusOK
 		}
 		level := slog.LevelInfo
 		switch {
-		case rec.status >= 500:
+		case rec.Status >= 500:
 			level = slog.LevelWarn
 		case r.Method == http.MethodGet || r.Method == http.MethodHead:
 			level = slog.LevelDebug
 		}
 		s.reqLog(r).LogAttrs(r.Context(), level, "request",
 			slog.String("method", r.Method), slog.String("path", r.URL.Path),
-			slog.Int("status", rec.status), slog.Duration("duration", time.Since(start)))
+			slog.Int("status", rec.Status), slog.Duration("duration", time.Since(start)))
 	})
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/opensandbox-go/opensandbox/internal/execd/proxy"
 	"github.com/opensandbox-go/opensandbox/internal/execd/pty"
 	"github.com/opensandbox-go/opensandbox/internal/execd/session"
+	"github.com/opensandbox-go/opensandbox/internal/httpmw"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
@@ -193,43 +194,11 @@ func (s *Server) auth(next http.Handler) http.Handler {
 }
 
 func (s *Server) recover(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			v := recover()
-			if v == nil {
-				return
-			}
-			if v == http.ErrAbortHandler {
-				panic(v)
-			}
-			s.cfg.Logger.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
-			apierror.Write(w, r, apierror.New(http.StatusInternalServerError, apierror.CodeInternal, "internal error"))
-		}()
-		next.ServeHTTP(w, r)
+	return httpmw.Recover(next, func(w http.ResponseWriter, r *http.Request, v any) {
+		s.cfg.Logger.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
+		apierror.Write(w, r, apierror.New(http.StatusInternalServerError, apierror.CodeInternal, "internal error"))
 	})
 }
-
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusRecorder) Write(p []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(p)
-}
-
-// Unwrap lets http.ResponseController reach Flush and Hijack.
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	log := s.cfg.Logger
@@ -239,9 +208,9 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 			return
 		}
 		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &httpmw.StatusRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r)
-		log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", time.Since(start))
+		log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.Status, "duration", time.Since(start))
 	})
 }
 
