@@ -1,0 +1,480 @@
+// Wire-compatibility check: drives our opensandbox-server + execd with the
+// OFFICIAL OpenSandbox JS/TS SDK (@alibaba-group/opensandbox), unchanged,
+// through its public API only.
+//
+// Environment:
+//   OPEN_SANDBOX_DOMAIN    host:port of the lifecycle server (read by the SDK itself)
+//   OPEN_SANDBOX_API_KEY   API key (read by the SDK itself)
+//   OPEN_SANDBOX_PROTOCOL  http | https (the JS SDK does not read this one; we pass it on)
+//   COMPAT_IMAGE           sandbox image (default opensandbox/base:latest; needs bash and python3)
+//   COMPAT_MODES           comma list of "direct" and/or "proxy" (default both)
+//   COMPAT_RUN_ID          value of the "compat" metadata put on every sandbox
+//                          (default generated), so a caller can find leftovers
+//
+// Every step prints "ok <mode>/<step>" or "FAIL <mode>/<step>: <error>";
+// steps that depend on a failed one print "skip ...". The exit code is 0 only
+// if every step passed. Each sandbox is deleted in a finally, whatever happens.
+
+import { Readable } from "node:stream";
+import {
+  ConnectionConfig,
+  Sandbox,
+  SandboxApiException,
+  SandboxManager,
+} from "@alibaba-group/opensandbox";
+
+const IMAGE = process.env.COMPAT_IMAGE || "opensandbox/base:latest";
+const PROTOCOL = process.env.OPEN_SANDBOX_PROTOCOL || "http";
+const MODES = (process.env.COMPAT_MODES || "direct,proxy")
+  .split(",")
+  .map((s) => s.trim())
+  .filter(Boolean);
+const RUN = process.env.COMPAT_RUN_ID || `compat-${process.pid}-${Date.now()}`;
+
+if (!process.env.OPEN_SANDBOX_DOMAIN) {
+  console.error("OPEN_SANDBOX_DOMAIN is not set (e.g. 127.0.0.1:8080)");
+  process.exit(2);
+}
+if (!process.env.OPEN_SANDBOX_API_KEY) {
+  console.error("OPEN_SANDBOX_API_KEY is not set");
+  process.exit(2);
+}
+
+let failures = 0;
+
+function fail(msg) {
+  throw new Error(msg);
+}
+
+function assert(cond, msg) {
+  if (!cond) fail(msg);
+}
+
+function eq(got, want, what) {
+  const g = JSON.stringify(got);
+  const w = JSON.stringify(want);
+  if (g !== w) fail(`${what}: got ${g}, want ${w}`);
+}
+
+function describe(err) {
+  if (err instanceof SandboxApiException) {
+    const raw = typeof err.rawBody === "string" ? err.rawBody : JSON.stringify(err.rawBody);
+    return `SandboxApiException status=${err.statusCode} code=${err.error?.code} message=${JSON.stringify(err.message)} requestId=${err.requestId ?? "-"} body=${raw}`;
+  }
+  if (err instanceof Error) {
+    return `${err.name}: ${err.message}${err.cause ? ` (cause: ${err.cause?.message ?? err.cause})` : ""}`;
+  }
+  return String(err);
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function waitFor(what, fn, timeoutMs = 30_000, intervalMs = 200) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    last = await fn();
+    if (last) return last;
+    if (Date.now() > deadline) fail(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(intervalMs);
+  }
+}
+
+// A tiny step runner: a step runs only if the steps it needs passed.
+function runner(mode) {
+  const passed = new Set();
+  return async function step(name, needs, fn) {
+    const label = `${mode}/${name}`;
+    const missing = needs.filter((n) => !passed.has(n));
+    if (missing.length) {
+      console.log(`skip ${label} (blocked by ${missing.join(", ")})`);
+      failures++;
+      return undefined;
+    }
+    const t0 = Date.now();
+    try {
+      const out = await fn();
+      passed.add(name);
+      console.log(`ok ${label} (${Date.now() - t0} ms)`);
+      return out;
+    } catch (err) {
+      failures++;
+      console.log(`FAIL ${label}: ${describe(err)}`);
+      if (process.env.COMPAT_DEBUG && err?.stack) console.log(err.stack);
+      return undefined;
+    }
+  };
+}
+
+function stdoutLines(ex) {
+  return ex.logs.stdout.map((m) => m.text);
+}
+
+function stderrLines(ex) {
+  return ex.logs.stderr.map((m) => m.text);
+}
+
+async function runMode(mode) {
+  const useServerProxy = mode === "proxy";
+  const config = new ConnectionConfig({
+    protocol: PROTOCOL,
+    useServerProxy,
+    requestTimeoutSeconds: 60,
+  });
+  const manager = SandboxManager.create({ connectionConfig: config });
+  const step = runner(mode);
+  const metadata = { compat: RUN, mode };
+  let sbx;
+  let sandboxId;
+  let killed = false;
+
+  try {
+    sbx = await step("create", [], async () => {
+      const s = await Sandbox.create({
+        connectionConfig: config,
+        image: IMAGE,
+        entrypoint: ["tail", "-f", "/dev/null"],
+        timeoutSeconds: 600,
+        metadata,
+        env: { COMPAT_ENV: "from-create" },
+        readyTimeoutSeconds: 60,
+      });
+      sandboxId = s.id;
+      assert(typeof s.id === "string" && s.id.length > 0, `sandbox id ${JSON.stringify(s.id)}`);
+      return s;
+    });
+    // Without a sandbox every step below but "not-found" prints "skip ... (blocked by create)".
+
+    await step("info", ["create"], async () => {
+      const info = await sbx.getInfo();
+      eq(info.id, sbx.id, "info.id");
+      eq(info.status?.state, "Running", "info.status.state");
+      eq(info.entrypoint, ["tail", "-f", "/dev/null"], "info.entrypoint");
+      eq(info.metadata?.compat, RUN, "info.metadata.compat");
+      assert(info.createdAt instanceof Date && !Number.isNaN(info.createdAt.getTime()), "info.createdAt is not a date");
+      assert(info.expiresAt instanceof Date, `info.expiresAt ${info.expiresAt} is not a date`);
+      const ttl = (info.expiresAt.getTime() - Date.now()) / 1000;
+      assert(ttl > 500 && ttl <= 610, `expiresAt is ${ttl}s away, want about 600s`);
+    });
+
+    await step("endpoint", ["create"], async () => {
+      const ep = await sbx.getEndpoint(44772);
+      assert(typeof ep.endpoint === "string" && ep.endpoint.length > 0, `endpoint ${JSON.stringify(ep)}`);
+      assert(!ep.endpoint.includes("://"), `endpoint ${ep.endpoint} carries a scheme`);
+      if (useServerProxy) {
+        assert(
+          ep.endpoint.endsWith(`/sandboxes/${sbx.id}/proxy/44772`),
+          `server-proxy endpoint ${ep.endpoint} is not <server>/sandboxes/{id}/proxy/44772`,
+        );
+      }
+      const url = await sbx.getEndpointUrl(44772);
+      eq(url, `${PROTOCOL}://${ep.endpoint}`, "getEndpointUrl");
+    });
+
+    await step("ping", ["create"], async () => {
+      eq(await sbx.isHealthy(), true, "isHealthy");
+    });
+
+    await step("command", ["create"], async () => {
+      const seen = { init: 0, stdout: [], complete: 0 };
+      const ex = await sbx.commands.run('echo hello; python3 -c "print(6*7)"; echo "$COMPAT_ENV"', undefined, {
+        onInit: () => { seen.init++; },
+        onStdout: (m) => { seen.stdout.push(m.text); },
+        onExecutionComplete: () => { seen.complete++; },
+      });
+      eq(stdoutLines(ex), ["hello", "42", "from-create"], "stdout");
+      eq(ex.exitCode, 0, "exitCode");
+      assert(ex.error === undefined, `unexpected error ${JSON.stringify(ex.error)}`);
+      assert(ex.complete && typeof ex.complete.executionTimeMs === "number", `complete ${JSON.stringify(ex.complete)}`);
+      assert(typeof ex.id === "string" && ex.id.length > 0, `execution id ${JSON.stringify(ex.id)}`);
+      eq(seen, { init: 1, stdout: ["hello", "42", "from-create"], complete: 1 }, "handler calls");
+      for (const m of ex.logs.stdout) {
+        assert(typeof m.timestamp === "number" && m.timestamp > 1.6e12, `stdout timestamp ${m.timestamp}`);
+      }
+    });
+
+    await step("command-exit-code", ["create"], async () => {
+      const ex = await sbx.commands.run("echo oops >&2; exit 3");
+      eq(ex.exitCode, 3, "exitCode");
+      eq(stderrLines(ex), ["oops"], "stderr");
+      assert(ex.error, "no error reported for a failing command");
+      eq(ex.error.name, "CommandExecError", "error.name");
+      eq(ex.error.value, "3", "error.value");
+      assert(ex.complete === undefined, "execution_complete after a failure");
+    });
+
+    await step("command-opts", ["create"], async () => {
+      const ex = await sbx.commands.run('pwd; echo "$FOO"', {
+        workingDirectory: "/tmp",
+        envs: { FOO: "bar" },
+        timeoutSeconds: 30,
+      });
+      eq(stdoutLines(ex), ["/tmp", "bar"], "stdout");
+      eq(ex.exitCode, 0, "exitCode");
+    });
+
+    await step("command-timeout", ["create"], async () => {
+      const t0 = Date.now();
+      const ex = await sbx.commands.run("sleep 30", { timeoutSeconds: 1 });
+      assert(Date.now() - t0 < 15_000, `timeout not enforced (took ${Date.now() - t0} ms)`);
+      assert(ex.exitCode !== 0 && ex.exitCode != null, `exitCode ${ex.exitCode} after a timeout`);
+    });
+
+    await step("background-command", ["create"], async () => {
+      const ex = await sbx.commands.run("echo bg-out; sleep 0.3; echo bg-done", { background: true });
+      assert(typeof ex.id === "string" && ex.id.length > 0, `background id ${JSON.stringify(ex.id)}`);
+      const st = await waitFor("background command to finish", async () => {
+        const s = await sbx.commands.getCommandStatus(ex.id);
+        return s.running === false ? s : null;
+      });
+      eq(st.exitCode, 0, "status.exitCode");
+      assert(st.startedAt instanceof Date, "status.startedAt");
+      assert(st.finishedAt instanceof Date, "status.finishedAt");
+      const logs = await sbx.commands.getBackgroundCommandLogs(ex.id);
+      eq(logs.content, "bg-out\nbg-done\n", "logs.content");
+      assert(typeof logs.cursor === "number", `logs.cursor ${logs.cursor}`);
+      const more = await sbx.commands.getBackgroundCommandLogs(ex.id, logs.cursor);
+      eq(more.content, "", "logs after cursor");
+    });
+
+    await step("interrupt", ["create"], async () => {
+      const ex = await sbx.commands.run("sleep 60", { background: true });
+      await sbx.commands.interrupt(ex.id);
+      const st = await waitFor("interrupted command to stop", async () => {
+        const s = await sbx.commands.getCommandStatus(ex.id);
+        return s.running === false ? s : null;
+      }, 10_000);
+      assert(st.exitCode !== 0, `exit code ${st.exitCode} after interrupt`);
+    });
+
+    await step("session", ["create"], async () => {
+      const sid = await sbx.commands.createSession({ workingDirectory: "/" });
+      assert(typeof sid === "string" && sid.length > 0, `session id ${JSON.stringify(sid)}`);
+      const a = await sbx.commands.runInSession(sid, "cd /tmp && export COMPAT_X=kept");
+      eq(a.exitCode, 0, "first run exitCode");
+      const b = await sbx.commands.runInSession(sid, 'pwd; echo "$COMPAT_X"');
+      eq(stdoutLines(b), ["/tmp", "kept"], "session state");
+      const c = await sbx.commands.runInSession(sid, "false");
+      eq(c.exitCode, 1, "failing run exitCode");
+      await sbx.commands.deleteSession(sid);
+    });
+
+    const dir = `/tmp/compat-${mode}`;
+    await step("files-write-read", ["create"], async () => {
+      await sbx.files.createDirectories([{ path: dir, mode: 755 }]);
+      await sbx.files.writeFiles([
+        { path: `${dir}/hello.txt`, data: "Hello World\n", mode: 644 },
+        { path: `${dir}/bytes.bin`, data: new Uint8Array([0, 1, 2, 254, 255]) },
+      ]);
+      eq(await sbx.files.readFile(`${dir}/hello.txt`), "Hello World\n", "readFile");
+      eq(Array.from(await sbx.files.readBytes(`${dir}/bytes.bin`)), [0, 1, 2, 254, 255], "readBytes");
+      eq(await sbx.files.readFile(`${dir}/hello.txt`, { range: "bytes=0-4" }), "Hello", "readFile range");
+      const ex = await sbx.commands.run(`cat ${dir}/hello.txt`);
+      eq(stdoutLines(ex), ["Hello World"], "file seen by a command");
+    });
+
+    await step("files-stream", ["files-write-read"], async () => {
+      // Streaming upload (the SDK builds the multipart body by hand) and download.
+      const chunk = new Uint8Array(64 * 1024).fill(97);
+      async function* gen() {
+        for (let i = 0; i < 16; i++) yield chunk;
+      }
+      await sbx.files.writeFiles([{ path: `${dir}/big.bin`, data: gen() }]);
+      let total = 0;
+      for await (const part of sbx.files.readBytesStream(`${dir}/big.bin`)) total += part.length;
+      eq(total, 16 * 64 * 1024, "streamed size");
+      const fromReadable = Readable.from(["line1\n", "line2\n"].map((s) => Buffer.from(s)));
+      await sbx.files.writeFiles([{ path: `${dir}/readable.txt`, data: fromReadable }]);
+      eq(await sbx.files.readFile(`${dir}/readable.txt`), "line1\nline2\n", "readable upload");
+    });
+
+    await step("files-info", ["files-write-read"], async () => {
+      const info = await sbx.files.getFileInfo([`${dir}/hello.txt`, dir]);
+      const f = info[`${dir}/hello.txt`];
+      assert(f, `no info for hello.txt in ${JSON.stringify(Object.keys(info))}`);
+      eq(f.type, "file", "type");
+      eq(f.size, 12, "size");
+      eq(f.mode, 644, "mode");
+      assert(f.modifiedAt instanceof Date && !Number.isNaN(f.modifiedAt.getTime()), "modifiedAt");
+      eq(info[dir]?.type, "directory", "dir type");
+    });
+
+    await step("files-list", ["files-write-read"], async () => {
+      const entries = await sbx.files.listDirectory({ path: dir, depth: 1 });
+      const names = entries.map((e) => e.path.split("/").pop()).sort();
+      for (const want of ["bytes.bin", "hello.txt"]) {
+        assert(names.includes(want), `listDirectory ${dir}: ${JSON.stringify(names)} lacks ${want}`);
+      }
+      const hello = entries.find((e) => e.path.endsWith("/hello.txt"));
+      eq(hello.type, "file", "listed type");
+      eq(hello.size, 12, "listed size");
+      const root = await sbx.files.listDirectory({ path: "/" });
+      assert(root.some((e) => e.path === "/tmp" && e.type === "directory"), "listDirectory / lacks /tmp");
+    });
+
+    await step("files-search", ["files-write-read"], async () => {
+      const found = await sbx.files.search({ path: dir, pattern: "*.txt" });
+      const paths = found.map((e) => e.path).sort();
+      assert(paths.includes(`${dir}/hello.txt`), `search *.txt: ${JSON.stringify(paths)}`);
+      assert(!paths.includes(`${dir}/bytes.bin`), `search *.txt matched bytes.bin: ${JSON.stringify(paths)}`);
+    });
+
+    await step("files-modify", ["files-write-read"], async () => {
+      await sbx.files.replaceContents([{ path: `${dir}/hello.txt`, oldContent: "World", newContent: "There" }]);
+      eq(await sbx.files.readFile(`${dir}/hello.txt`), "Hello There\n", "after replace");
+      const detailed = await sbx.files.replaceContentsDetailed([
+        { path: `${dir}/hello.txt`, oldContent: "l", newContent: "L" },
+      ]);
+      eq(detailed, [{ path: `${dir}/hello.txt`, replacedCount: 2 }], "replaceContentsDetailed");
+      await sbx.files.setPermissions([{ path: `${dir}/hello.txt`, mode: 600 }]);
+      eq((await sbx.files.getFileInfo([`${dir}/hello.txt`]))[`${dir}/hello.txt`].mode, 600, "mode after setPermissions");
+      await sbx.files.moveFiles([{ src: `${dir}/hello.txt`, dest: `${dir}/moved.txt` }]);
+      eq(await sbx.files.readFile(`${dir}/moved.txt`), "HeLLo There\n", "moved file");
+      await sbx.files.deleteFiles([`${dir}/moved.txt`]);
+      const left = (await sbx.files.listDirectory({ path: dir })).map((e) => e.path);
+      assert(!left.includes(`${dir}/moved.txt`), `deleted file still listed: ${JSON.stringify(left)}`);
+    });
+
+    await step("files-errors", ["create"], async () => {
+      try {
+        await sbx.files.readFile(`${dir}/does-not-exist`);
+      } catch (err) {
+        assert(err instanceof SandboxApiException, `read of a missing file threw ${describe(err)}`);
+        eq(err.statusCode, 404, "status of a missing-file read");
+        return;
+      }
+      fail("reading a missing file did not throw");
+    });
+
+    await step("files-delete-dir", ["files-write-read"], async () => {
+      await sbx.files.deleteDirectories([dir]);
+      const ex = await sbx.commands.run(`test -e ${dir}`);
+      eq(ex.exitCode, 1, "directory still exists");
+    });
+
+    await step("metrics", ["create"], async () => {
+      const m = await sbx.getMetrics();
+      assert(m.cpuCount > 0, `cpuCount ${m.cpuCount}`);
+      assert(m.memoryTotalMiB > 0, `memoryTotalMiB ${m.memoryTotalMiB}`);
+      assert(m.memoryUsedMiB > 0 && m.memoryUsedMiB <= m.memoryTotalMiB, `memoryUsedMiB ${m.memoryUsedMiB}`);
+      assert(m.cpuUsedPercentage >= 0 && m.cpuUsedPercentage <= 100, `cpuUsedPercentage ${m.cpuUsedPercentage}`);
+      assert(Math.abs(m.timestamp - Date.now()) < 60_000, `timestamp ${m.timestamp}`);
+    });
+
+    await step("renew", ["create"], async () => {
+      const before = Date.now();
+      const res = await sbx.renew(1800);
+      assert(res.expiresAt instanceof Date, `renew expiresAt ${JSON.stringify(res)}`);
+      const ahead = (res.expiresAt.getTime() - before) / 1000;
+      assert(ahead > 1790 && ahead < 1810, `renewed expiresAt is ${ahead}s ahead, want 1800`);
+      const info = await sbx.getInfo();
+      assert(Math.abs(info.expiresAt.getTime() - res.expiresAt.getTime()) < 1000, "getInfo does not show the renewed expiry");
+    });
+
+    await step("patch-metadata", ["create"], async () => {
+      const info = await sbx.patchMetadata({ extra: "yes" });
+      eq(info.metadata?.extra, "yes", "patched metadata");
+      eq(info.metadata?.compat, RUN, "kept metadata");
+      const removed = await sbx.patchMetadata({ extra: null });
+      assert(!("extra" in (removed.metadata ?? {})), `extra not removed: ${JSON.stringify(removed.metadata)}`);
+    });
+
+    await step("list", ["create"], async () => {
+      const mine = await manager.listSandboxInfos({ metadata });
+      eq(mine.items.map((i) => i.id), [sbx.id], "list by metadata");
+      eq(mine.items[0].status.state, "Running", "listed state");
+      assert(mine.items[0].createdAt instanceof Date, "listed createdAt");
+      const running = await manager.listSandboxInfos({ states: ["Running"], metadata, pageSize: 5, page: 1 });
+      eq(running.items.map((i) => i.id), [sbx.id], "list by state+metadata");
+      const p = running.pagination;
+      assert(p && p.page === 1 && p.pageSize === 5 && p.totalItems === 1 && p.totalPages === 1 && p.hasNextPage === false,
+        `pagination ${JSON.stringify(p)}`);
+      const none = await manager.listSandboxInfos({ metadata: { compat: `${RUN}-nope` } });
+      eq(none.items.length, 0, "list with a non-matching filter");
+      const got = await manager.getSandboxInfo(sbx.id);
+      eq(got.id, sbx.id, "manager.getSandboxInfo");
+    });
+
+    await step("not-found", [], async () => {
+      try {
+        await manager.getSandboxInfo("00000000-0000-4000-8000-000000000000");
+      } catch (err) {
+        assert(err instanceof SandboxApiException, `threw ${describe(err)}`);
+        eq(err.statusCode, 404, "status");
+        assert(err.error.code && err.error.code !== "UNEXPECTED_RESPONSE", `error code ${err.error.code} (body not {code,message}?)`);
+        assert(err.error.message, "error message is empty");
+        assert(err.requestId, "no X-Request-ID on the error response");
+        return;
+      }
+      fail("getSandboxInfo of an unknown id did not throw");
+    });
+
+    await step("pause", ["create"], async () => {
+      await sbx.pause();
+      await waitFor("state Paused", async () => (await manager.getSandboxInfo(sbx.id)).status.state === "Paused");
+    });
+
+    const resumed = await step("resume", ["pause"], async () => {
+      const r = await sbx.resume({ readyTimeoutSeconds: 60 });
+      eq(r.id, sbx.id, "resumed id");
+      eq((await r.getInfo()).status.state, "Running", "state after resume");
+      const ex = await r.commands.run("echo back");
+      eq(stdoutLines(ex), ["back"], "command after resume");
+      return r;
+    });
+    if (resumed) {
+      // resume() reconnects with this sandbox's own ConnectionConfig, so both
+      // instances share one transport: do not close the old one.
+      sbx = resumed;
+    }
+
+    await step("connect", ["create"], async () => {
+      const c = await Sandbox.connect({ sandboxId: sbx.id, connectionConfig: config });
+      try {
+        const ex = await c.commands.run("echo connected");
+        eq(stdoutLines(ex), ["connected"], "command through Sandbox.connect");
+      } finally {
+        await c.close();
+      }
+    });
+
+    await step("kill", ["create"], async () => {
+      await sbx.kill();
+      killed = true;
+      await waitFor("sandbox to disappear", async () => {
+        try {
+          const info = await manager.getSandboxInfo(sbx.id);
+          return info.status.state === "Terminated";
+        } catch (err) {
+          if (err instanceof SandboxApiException && err.statusCode === 404) return true;
+          throw err;
+        }
+      });
+    });
+  } finally {
+    if (sandboxId && !killed) {
+      try {
+        await manager.killSandbox(sandboxId);
+        console.log(`cleanup: deleted sandbox ${sandboxId}`);
+      } catch (err) {
+        console.log(`cleanup: delete ${sandboxId}: ${describe(err)}`);
+      }
+    }
+    if (sbx) await sbx.close().catch(() => undefined);
+    await manager.close().catch(() => undefined);
+  }
+}
+
+console.log(`OpenSandbox JS SDK compat run ${RUN}: domain=${process.env.OPEN_SANDBOX_DOMAIN} protocol=${PROTOCOL} image=${IMAGE} modes=${MODES.join(",")}`);
+for (const mode of MODES) {
+  if (mode !== "direct" && mode !== "proxy") {
+    console.error(`unknown mode ${mode} (want direct or proxy)`);
+    process.exit(2);
+  }
+  await runMode(mode);
+}
+if (failures > 0) {
+  console.log(`FAILED: ${failures} step(s) failed or were blocked`);
+  process.exit(1);
+}
+console.log("PASS: all steps passed");
