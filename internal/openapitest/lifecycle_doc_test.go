@@ -29,6 +29,7 @@ var lifecycleOps = map[string][]string{
 	"/v1/sandboxes/{sandboxId}/endpoints/{port}":    {"GET"},
 	"/v1/sandboxes/{sandboxId}/snapshots":           {"POST"},
 	"/v1/snapshots":                                 {"GET"},
+	"/v1/metrics/events":                            {"POST"},
 	"/v1/snapshots/{snapshotId}":                    {"GET", "DELETE"},
 	"/v1/sandboxes/{sandboxId}/diagnostics/logs":    {"GET"},
 	"/v1/sandboxes/{sandboxId}/diagnostics/events":  {"GET"},

@@ -43,6 +43,8 @@ func (s *Server) routes() []route {
 		{pattern: "GET /sandboxes/{sandboxId}/diagnostics/inspect", handler: s.diagnosticInspect},
 		{pattern: "GET /sandboxes/{sandboxId}/diagnostics/summary", handler: s.diagnosticSummary},
 
+		{pattern: "POST /metrics/events", handler: s.reportMetricsEvent},
+
 		// Any method; not behind the API key (upstream behaviour).
 		{pattern: "/sandboxes/{sandboxId}/proxy/{port}", handler: s.proxy.ServeHTTP, open: true},
 		{pattern: "/sandboxes/{sandboxId}/proxy/{port}/{path...}", handler: s.proxy.ServeHTTP, open: true},

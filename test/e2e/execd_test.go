@@ -176,6 +176,11 @@ func TestExecdFiles(t *testing.T) {
 		t.Errorf("unsatisfiable range = %d, want 416", resp.StatusCode)
 	}
 
+	// Line-based read, as newer SDKs ask for part of a text file.
+	if got := p.call(t, "GET", "/files/download?path="+q(a)+"&offset=2&limit=1", nil, 200, nil); string(got) != "hello\n" {
+		t.Errorf("line-based download = %q, want the second line", got)
+	}
+
 	var found []sandbox.FileInfo
 	p.call(t, "GET", "/files/search?path="+q(dir)+"&pattern="+q("*.txt"), nil, 200, &found)
 	if len(found) != 1 || found[0].Path != a {

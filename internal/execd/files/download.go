@@ -24,12 +24,21 @@ func (h *Handler) Download(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, r, err)
 		return
 	}
+	lines, err := parseLineWindow(r)
+	if err != nil {
+		apierror.Write(w, r, err)
+		return
+	}
 	f, size, modified, err := openRegular(abs)
 	if err != nil {
 		apierror.Write(w, r, err)
 		return
 	}
 	defer f.Close()
+	if lines != nil {
+		h.downloadLines(w, r, f, abs, *lines)
+		return
+	}
 
 	hdr := w.Header()
 	hdr.Set("Accept-Ranges", "bytes")

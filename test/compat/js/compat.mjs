@@ -286,6 +286,7 @@ async function runMode(mode) {
       const fromReadable = Readable.from(["line1\n", "line2\n"].map((s) => Buffer.from(s)));
       await sbx.files.writeFiles([{ path: `${dir}/readable.txt`, data: fromReadable }]);
       eq(await sbx.files.readFile(`${dir}/readable.txt`), "line1\nline2\n", "readable upload");
+      eq(await sbx.files.readFile(`${dir}/readable.txt`, { offset: 2, limit: 1 }), "line2\n", "readFile offset/limit (line-based)");
     });
 
     await step("files-info", ["files-write-read"], async () => {
