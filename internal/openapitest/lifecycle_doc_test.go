@@ -141,7 +141,7 @@ func TestLifecycleDocumentMatchesWireTypes(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)
 	later := now.Add(time.Hour)
 	running := sandbox.SandboxStatus{State: sandbox.StateRunning, Reason: "CONTAINER_RUNNING", LastTransitionAt: &now}
-	full := sandbox.Sandbox{
+	full := sandbox.SandboxInfo{
 		ID:         "3c2e0d4a-1111-4222-8333-444455556666",
 		Image:      &sandbox.ImageSpec{URI: "python:3.12-slim"},
 		Platform:   &sandbox.PlatformSpec{OS: "linux", Arch: "amd64"},
@@ -151,7 +151,7 @@ func TestLifecycleDocumentMatchesWireTypes(t *testing.T) {
 		ExpiresAt:  &later,
 		CreatedAt:  now,
 	}
-	minimal := sandbox.Sandbox{
+	minimal := sandbox.SandboxInfo{
 		ID:         "s-2",
 		SnapshotID: "snap-1",
 		Status:     sandbox.SandboxStatus{State: "SomethingNew"},
@@ -172,7 +172,7 @@ func TestLifecycleDocumentMatchesWireTypes(t *testing.T) {
 		{name: "get full", method: "GET", path: "/v1/sandboxes/" + full.ID, status: 200, body: full},
 		{name: "get minimal", method: "GET", path: "/v1/sandboxes/s-2", status: 200, body: minimal},
 		{name: "list", method: "GET", path: "/v1/sandboxes", status: 200,
-			body: sandbox.ListSandboxesResponse{Items: []sandbox.Sandbox{full, minimal}, Pagination: page}},
+			body: sandbox.ListSandboxesResponse{Items: []sandbox.SandboxInfo{full, minimal}, Pagination: page}},
 		{name: "list with null items", method: "GET", path: "/v1/sandboxes", status: 200,
 			body: sandbox.ListSandboxesResponse{Pagination: page}, want: []string{"items"}},
 		{name: "create", method: "POST", path: "/v1/sandboxes", status: 202, body: sandbox.CreateSandboxResponse{

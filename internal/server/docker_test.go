@@ -169,7 +169,7 @@ func TestDockerFlow(t *testing.T) {
 	if created.Status.State != sandbox.StateRunning || created.ExpiresAt == nil || len(created.Entrypoint) != 3 {
 		t.Errorf("create reply = %+v, want Running with expiresAt and the user's entrypoint", created)
 	}
-	got := decode[sandbox.Sandbox](t, e.do("GET", "/v1/sandboxes/"+id, nil))
+	got := decode[sandbox.SandboxInfo](t, e.do("GET", "/v1/sandboxes/"+id, nil))
 	if got.Image == nil || got.Image.URI != image || got.Metadata["suite"] != "server" {
 		t.Errorf("GET = %+v", got)
 	}
@@ -215,7 +215,7 @@ func TestDockerFlow(t *testing.T) {
 	if r := e.do("POST", "/v1/sandboxes/"+id+"/pause", nil); r.status != http.StatusAccepted {
 		t.Fatalf("pause = %s", r)
 	}
-	if st := decode[sandbox.Sandbox](t, e.do("GET", "/v1/sandboxes/"+id, nil)).Status.State; st != sandbox.StatePaused {
+	if st := decode[sandbox.SandboxInfo](t, e.do("GET", "/v1/sandboxes/"+id, nil)).Status.State; st != sandbox.StatePaused {
 		t.Errorf("state after pause = %s", st)
 	}
 	wantError(t, "endpoint of paused", e.do("GET", "/v1/sandboxes/"+id+"/endpoints/44772", nil), 409, "SANDBOX_NOT_RUNNING")

@@ -101,7 +101,7 @@ func TestRunRebuildsExpiry(t *testing.T) {
 			t.Errorf("sandbox %s was deleted at start, want kept", id)
 		}
 	}
-	if got := decode[sandbox.Sandbox](t, e.do("GET", "/v1/sandboxes/renewed", nil)).ExpiresAt; got == nil || !got.Equal(renewed) {
+	if got := decode[sandbox.SandboxInfo](t, e.do("GET", "/v1/sandboxes/renewed", nil)).ExpiresAt; got == nil || !got.Equal(renewed) {
 		t.Errorf("GET renewed expiresAt = %v, want %v", got, renewed)
 	}
 }

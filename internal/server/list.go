@@ -35,7 +35,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fromRuntime(err, classCodes{}, ""))
 		return
 	}
-	items := make([]sandbox.Sandbox, 0, len(all))
+	items := make([]sandbox.SandboxInfo, 0, len(all))
 	for _, rs := range all {
 		if !states.match(rs.State) {
 			continue
@@ -56,7 +56,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		}
 		items = append(items, v)
 	}
-	sortNewestFirst(items, func(v sandbox.Sandbox) (string, int64) { return v.ID, v.CreatedAt.UnixNano() })
+	sortNewestFirst(items, func(v sandbox.SandboxInfo) (string, int64) { return v.ID, v.CreatedAt.UnixNano() })
 	pageItems, info := paginate(items, page)
 	apierror.WriteJSON(w, http.StatusOK, sandbox.ListSandboxesResponse{Items: pageItems, Pagination: info})
 }

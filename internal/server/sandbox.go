@@ -18,8 +18,8 @@ func subjectSandbox(id string) string { return fmt.Sprintf("sandbox %q", id) }
 
 // view is the API form of a runtime sandbox with its overrides applied.
 // Registry credentials are never part of it.
-func view(rs runtime.Sandbox, o Overrides) sandbox.Sandbox {
-	v := sandbox.Sandbox{
+func view(rs runtime.Sandbox, o Overrides) sandbox.SandboxInfo {
+	v := sandbox.SandboxInfo{
 		ID:         rs.ID,
 		SnapshotID: rs.SnapshotID,
 		Status:     status(rs),

@@ -27,7 +27,7 @@ func TestGetSandbox(t *testing.T) {
 	if r.status != http.StatusOK {
 		t.Fatalf("GET /v1/sandboxes/sb1 = %s", r)
 	}
-	got := decode[sandbox.Sandbox](t, r)
+	got := decode[sandbox.SandboxInfo](t, r)
 	if got.Image == nil || got.Image.URI != "busybox:latest" || got.Image.Auth != nil {
 		t.Errorf("image = %+v, want uri only", got.Image)
 	}
@@ -43,7 +43,7 @@ func TestGetSandbox(t *testing.T) {
 	// Overrides replace what the runtime reports.
 	later := exp.Add(time.Hour).UTC()
 	e.store.PutOverrides(t.Context(), "sb1", Overrides{Metadata: map[string]string{"team": "ml"}, ExpiresAt: &later})
-	got = decode[sandbox.Sandbox](t, e.do("GET", "/sandboxes/sb1", nil))
+	got = decode[sandbox.SandboxInfo](t, e.do("GET", "/sandboxes/sb1", nil))
 	if got.Metadata["team"] != "ml" || !got.ExpiresAt.Equal(later) {
 		t.Errorf("with overrides: metadata %v expiresAt %v, want team=ml and %v", got.Metadata, got.ExpiresAt, later)
 	}
@@ -306,10 +306,10 @@ func TestPatchMetadata(t *testing.T) {
 		if r.status != s.status {
 			t.Fatalf("%s = %s, want %d", call, r, s.status)
 		}
-		if got := decode[sandbox.Sandbox](t, r).Metadata; !reflect.DeepEqual(got, s.want) {
+		if got := decode[sandbox.SandboxInfo](t, r).Metadata; !reflect.DeepEqual(got, s.want) {
 			t.Errorf("%s metadata = %v, want %v", call, got, s.want)
 		}
-		if got := decode[sandbox.Sandbox](t, e.do("GET", "/v1/sandboxes/sb1", nil)).Metadata; !reflect.DeepEqual(got, s.want) {
+		if got := decode[sandbox.SandboxInfo](t, e.do("GET", "/v1/sandboxes/sb1", nil)).Metadata; !reflect.DeepEqual(got, s.want) {
 			t.Errorf("GET after %s metadata = %v, want %v", call, got, s.want)
 		}
 	}
@@ -369,7 +369,7 @@ func TestRenewExpiration(t *testing.T) {
 	if d, ok := e.srv.expiry.deadline("sb1"); !ok || !d.Equal(at) {
 		t.Errorf("deadline after renew = %v %v, want %v", d, ok, at)
 	}
-	if got := decode[sandbox.Sandbox](t, e.do("GET", "/v1/sandboxes/sb1", nil)).ExpiresAt; got == nil || !got.Equal(at) {
+	if got := decode[sandbox.SandboxInfo](t, e.do("GET", "/v1/sandboxes/sb1", nil)).ExpiresAt; got == nil || !got.Equal(at) {
 		t.Errorf("GET after renew expiresAt = %v, want %v", got, at)
 	}
 

@@ -133,8 +133,9 @@ type SandboxStatus struct {
 	LastTransitionAt *time.Time `json:"lastTransitionAt,omitempty"`
 }
 
-// Sandbox is the lifecycle view of one sandbox.
-type Sandbox struct {
+// SandboxInfo is the lifecycle API's description of one sandbox (the
+// "Sandbox" schema of the contract; the SDK's Sandbox is a live handle).
+type SandboxInfo struct {
 	ID         string            `json:"id"`
 	Image      *ImageSpec        `json:"image,omitempty"` // never carries auth on the way out
 	SnapshotID string            `json:"snapshotId,omitempty"`
@@ -168,7 +169,7 @@ type PaginationInfo struct {
 
 // ListSandboxesResponse is the body of GET /sandboxes.
 type ListSandboxesResponse struct {
-	Items      []Sandbox      `json:"items"`
+	Items      []SandboxInfo  `json:"items"`
 	Pagination PaginationInfo `json:"pagination"`
 }
 

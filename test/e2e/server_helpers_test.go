@@ -239,7 +239,7 @@ func (p *serverProc) execd(t *testing.T, id string, serverProxy bool) *execdProc
 
 func (p *serverProc) sandboxState(t *testing.T, id string) string {
 	t.Helper()
-	var sb sandbox.Sandbox
+	var sb sandbox.SandboxInfo
 	p.api(t, "GET", "/v1/sandboxes/"+id, nil, 200, &sb)
 	return sb.Status.State
 }

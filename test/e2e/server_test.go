@@ -65,7 +65,7 @@ func TestServerQuickstart(t *testing.T) {
 	newExpiry := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	var renewed sandbox.RenewSandboxExpirationResponse
 	s.api(t, "POST", "/v1/sandboxes/"+id+"/renew-expiration", sandbox.RenewSandboxExpirationRequest{ExpiresAt: newExpiry}, 200, &renewed)
-	var got sandbox.Sandbox
+	var got sandbox.SandboxInfo
 	s.api(t, "GET", "/v1/sandboxes/"+id, nil, 200, &got)
 	if got.ExpiresAt == nil || !got.ExpiresAt.Equal(newExpiry) {
 		t.Errorf("expiresAt after renew = %v, want %v", got.ExpiresAt, newExpiry)
@@ -157,7 +157,7 @@ func TestServerListFiltersAndMetadata(t *testing.T) {
 		resp.Body.Close()
 	}
 
-	var patched sandbox.Sandbox
+	var patched sandbox.SandboxInfo
 	s.api(t, "PATCH", "/v1/sandboxes/"+a.ID+"/metadata", map[string]any{"team": nil, "owner": "me"}, 200, &patched)
 	if patched.Metadata["owner"] != "me" || patched.Metadata["team"] != "" || patched.Metadata["run"] != run {
 		t.Errorf("metadata after patch = %v", patched.Metadata)
@@ -193,7 +193,7 @@ func TestServerExpiryAndRestart(t *testing.T) {
 	s.start(binPath(t, "opensandbox-server"))
 
 	s.apiError(t, "GET", "/v1/sandboxes/"+short.ID, nil, 404, "SANDBOX_NOT_FOUND")
-	var got sandbox.Sandbox
+	var got sandbox.SandboxInfo
 	s.api(t, "GET", "/v1/sandboxes/"+keep.ID, nil, 200, &got)
 	if got.Metadata["patched"] != "yes" || got.Metadata["k"] != "v" || got.ExpiresAt != nil {
 		t.Errorf("after restart: %+v, want metadata override kept and no expiry", got)
