@@ -13,6 +13,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -23,6 +24,11 @@ var (
 	ErrConflict     = errors.New("conflict with the current state")
 	ErrNotSupported = errors.New("not supported by this runtime")
 	ErrUnavailable  = errors.New("engine unavailable")
+
+	// ErrImagePull marks a create that failed because the image could not
+	// be pulled (bad reference, credentials or registry); it is also an
+	// ErrInvalid.
+	ErrImagePull = fmt.Errorf("image pull failed: %w", ErrInvalid)
 )
 
 // Spec is everything needed to create a sandbox. The server validates and

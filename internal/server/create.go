@@ -68,9 +68,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 // it is what tells the caller why the image or the sandbox failed.
 func createError(err error, spec runtime.Spec) *apierror.Error {
 	switch {
-	case errors.Is(err, runtime.ErrInvalid) && spec.Image != "":
-		// Spec problems were caught by validation; what the driver still
-		// rejects as invalid is the image (reference, credentials, registry).
+	case errors.Is(err, runtime.ErrImagePull):
 		return apierror.Wrap(err, http.StatusBadRequest, apierror.CodeImagePullFailed, "%v", err)
 	case errors.Is(err, runtime.ErrNotFound) && spec.SnapshotID != "" && !hasClaims(spec):
 		return apierror.Wrap(err, http.StatusNotFound, apierror.CodeSnapshotNotFound,

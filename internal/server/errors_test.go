@@ -63,7 +63,9 @@ func TestCreateErrorMapping(t *testing.T) {
 		status     int
 		code, msg  string
 	}{
-		{"pull failure", fmt.Errorf("docker: pull image nope: manifest unknown: %w", runtime.ErrInvalid), "", 400, apierror.CodeImagePullFailed, "manifest unknown"},
+		{"pull failure", fmt.Errorf("docker: pull image nope: manifest unknown: %w", runtime.ErrImagePull), "", 400, apierror.CodeImagePullFailed, "manifest unknown"},
+		{"other invalid", fmt.Errorf("docker: bad spec: %w", runtime.ErrInvalid), "", 400, apierror.CodeInvalidRequest, "bad spec"},
+		{"entrypoint exits at once", errors.New("docker: sandbox x: container stopped before execd was ready (exited with code 3)"), "", 500, apierror.CodeSandboxStartFailed, "exited with code 3"},
 		{"missing volume", fmt.Errorf("docker: volume cache: %w", runtime.ErrNotFound), "", 400, apierror.CodeVolumeNotFound, "volume cache"},
 		{"snapshot image gone", fmt.Errorf("docker: snapshot: %w", runtime.ErrNotFound), "snap", 404, apierror.CodeSnapshotNotFound, "snap"},
 		{"engine down", fmt.Errorf("docker: %w", runtime.ErrUnavailable), "", 503, apierror.CodeRuntimeUnavailable, "unavailable"},

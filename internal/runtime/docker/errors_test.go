@@ -99,6 +99,7 @@ func TestCreateFailuresLeaveNothing(t *testing.T) {
 		spec.Image = "127.0.0.1:1/opensandbox-test/nope:latest" // nothing listens on port 1
 		_, err := r.Create(ctx, spec)
 		t.Logf("pull failure: %v", err)
+		wantClass(t, "Create with an image that cannot be pulled", err, runtime.ErrImagePull)
 		wantClass(t, "Create with an image that cannot be pulled", err, runtime.ErrInvalid)
 		if err != nil && !strings.Contains(err.Error(), "pull image "+spec.Image) {
 			t.Errorf("pull error %q does not name the image", err)

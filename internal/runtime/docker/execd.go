@@ -105,7 +105,9 @@ func (r *Runtime) waitExecd(ctx context.Context, id, token string) error {
 		}
 		if c.State == nil || !c.State.Running {
 			st := stateOf(c.State)
-			return fmt.Errorf("docker: sandbox %s: container stopped before execd was ready (%s): %w", id, st.Message, runtime.ErrInvalid)
+			// The entrypoint (or execd) failed to start: a start failure,
+			// not a bad request.
+			return fmt.Errorf("docker: sandbox %s: container stopped before execd was ready (%s)", id, st.Message)
 		}
 		a, err := r.addressOf(c, id, sandbox.ExecdPort)
 		if err != nil {

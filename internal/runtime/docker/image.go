@@ -58,7 +58,7 @@ func platformMatches(img image.InspectResponse, p *runtime.Platform) bool {
 	return (p.OS == "" || p.OS == img.Os) && (p.Arch == "" || p.Arch == img.Architecture)
 }
 
-// pull fetches spec.Image; any failure is runtime.ErrInvalid carrying the
+// pull fetches spec.Image; any failure is runtime.ErrImagePull carrying the
 // engine's message (the reference or the credentials are wrong, or the
 // registry cannot be reached).
 func (r *Runtime) pull(ctx context.Context, spec runtime.Spec) error {
@@ -82,14 +82,14 @@ func (r *Runtime) pull(ctx context.Context, spec runtime.Spec) error {
 		if c := classOf(err); c == runtime.ErrUnavailable || ctx.Err() != nil {
 			return engineErr(err, "docker: sandbox %s: pull image %s", spec.ID, spec.Image)
 		}
-		return classErr(runtime.ErrInvalid, err, "docker: sandbox %s: pull image %s", spec.ID, spec.Image)
+		return classErr(runtime.ErrImagePull, err, "docker: sandbox %s: pull image %s", spec.ID, spec.Image)
 	}
 	defer rc.Close()
 	if err := readPullStream(rc); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("docker: sandbox %s: pull image %s: %w", spec.ID, spec.Image, ctx.Err())
 		}
-		return classErr(runtime.ErrInvalid, err, "docker: sandbox %s: pull image %s", spec.ID, spec.Image)
+		return classErr(runtime.ErrImagePull, err, "docker: sandbox %s: pull image %s", spec.ID, spec.Image)
 	}
 	return nil
 }
