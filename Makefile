@@ -10,16 +10,24 @@ STATIC    := CGO_ENABLED=0
 LDFLAGS   := -s -w
 EXECD_PORT ?= 44772
 
-.PHONY: all build execd server images run test deps unit e2e e2e-clean bench lint fmt clean
+.PHONY: all build execd server osb mcp images run run-execd test deps unit e2e e2e-clean bench lint fmt clean
 
 all: build
 
-build: execd server
+build: execd server osb mcp
 
 # execd runs inside arbitrary images (glibc or musl), so it is static.
 execd:
 	@mkdir -p $(BIN)
 	$(STATIC) $(GO) build $(GOFLAGS) -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/execd ./cmd/execd
+
+osb:
+	@mkdir -p $(BIN)
+	$(STATIC) $(GO) build $(GOFLAGS) -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/osb ./cmd/osb
+
+mcp:
+	@mkdir -p $(BIN)
+	$(STATIC) $(GO) build $(GOFLAGS) -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/opensandbox-mcp ./cmd/opensandbox-mcp
 
 server:
 	@mkdir -p $(BIN)
@@ -57,7 +65,9 @@ unit:
 	$(GO) test $(GOFLAGS) -race -count=1 ./...
 
 e2e: build images e2e-clean
-	OSB_E2E=1 OSB_BIN_DIR=$(abspath $(BIN)) $(GO) test $(GOFLAGS) -count=1 -v ./test/e2e/... 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)' ; exit $${PIPESTATUS[0]}
+	@set -o pipefail; OSB_E2E=1 OSB_BIN_DIR=$(abspath $(BIN)) $(GO) test $(GOFLAGS) -count=1 -timeout 30m -v ./test/e2e/... > $(BIN)/e2e.log 2>&1; rc=$$?; \
+	grep -E '^(--- |ok|FAIL|panic)' $(BIN)/e2e.log; \
+	if [ $$rc -ne 0 ]; then echo "---- e2e failed; the end of $(BIN)/e2e.log:"; tail -n 300 $(BIN)/e2e.log; fi; exit $$rc
 
 # Removes containers an interrupted e2e run left behind (the tests remove
 # their own as they go).
@@ -68,6 +78,7 @@ e2e-clean:
 bench: build images
 	$(GO) run $(GOFLAGS) ./bench/execd -execd $(abspath $(BIN))/execd
 	$(GO) run $(GOFLAGS) ./bench/server -server $(abspath $(BIN))/opensandbox-server -execd $(abspath $(BIN))/execd
+	$(GO) run $(GOFLAGS) ./bench/pool -server $(abspath $(BIN))/opensandbox-server -execd $(abspath $(BIN))/execd
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -1,0 +1,44 @@
+package osbcli
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/spf13/cobra"
+)
+
+func (a *app) commandLogsCommand() *cobra.Command {
+	var cursor int64
+	cmd := &cobra.Command{
+		Use:   "logs <sandbox-id> <command-id>",
+		Short: "Print the output of a background command",
+		Long: `Prints the output a background command has written so far, from --cursor on.
+The cursor to continue from is printed to stderr (and is "cursor" in -o json).`,
+		Example: `  osb command logs 3f2c9a1e-... 1a2b3c
+  osb command logs 3f2c9a1e-... 1a2b3c --cursor 42`,
+		Args: exactArgs(2, "<sandbox-id> <command-id>"),
+	}
+	out := outputFlag(cmd, formatRaw, formatJSON, formatYAML)
+	cmd.Flags().Int64Var(&cursor, "cursor", 0, "start from this position (the cursor a previous call printed)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx := cmd.Context()
+		sb, err := a.connect(ctx, args[0])
+		if err != nil {
+			return notFoundHint(err, args[0])
+		}
+		text, next, err := sb.CommandLogs(ctx, args[1], cursor)
+		if err != nil {
+			return err
+		}
+		if *out != formatRaw {
+			return render(a.io.out, *out, view{data: map[string]any{"content": text, "cursor": next}})
+		}
+		if _, err := io.WriteString(a.io.out, text); err != nil {
+			return err
+		}
+		fmt.Fprintln(a.io.err, "cursor: "+strconv.FormatInt(next, 10))
+		return nil
+	}
+	return cmd
+}

@@ -1,0 +1,65 @@
+package osbcli
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
+)
+
+func (a *app) commandRunCommand() *cobra.Command {
+	var (
+		background bool
+		workdir    string
+		timeout    string
+		env        []string
+	)
+	cmd := &cobra.Command{
+		Use:   "run <sandbox-id> -- <command>...",
+		Short: "Run a command, streaming its output; osb exits with its exit code",
+		Long: `Runs a command in a sandbox. Its stdout and stderr are streamed to osb's stdout
+and stderr as they come, and osb exits with the command's exit code.
+
+One word after -- is a shell command line as is ('ls | wc -l'); several words
+are quoted so each reaches the program as one argument.`,
+		Example: `  osb command run 3f2c9a1e-... -- ls -la /
+  osb command run 3f2c9a1e-... -- 'cd /tmp && make test'
+  osb command run -d 3f2c9a1e-... -- python3 -m http.server 8080   # prints the command id`,
+		Args: minArgs(2, "<sandbox-id> -- <command>..."),
+	}
+	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
+	f := cmd.Flags()
+	f.BoolVarP(&background, "background", "d", false, "start it in the background and print its id")
+	f.StringVarP(&workdir, "workdir", "w", "", "working directory")
+	f.StringVarP(&timeout, "timeout", "t", "0", "kill it after this long, seconds or a duration (0 = none)")
+	f.StringArrayVarP(&env, "env", "e", nil, "environment variable KEY=VALUE (repeatable)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx := cmd.Context()
+		d, err := parseDurationFlag("timeout", timeout)
+		if err != nil {
+			return err
+		}
+		envs, err := parsePairs("env", env)
+		if err != nil {
+			return err
+		}
+		sb, err := a.connect(ctx, args[0])
+		if err != nil {
+			return notFoundHint(err, args[0])
+		}
+		command := shellJoin(args[1:])
+		opts := sandbox.RunOptions{Cwd: workdir, Env: envs, Timeout: d, Background: background, DiscardOutput: true}
+		if !background {
+			opts.Handlers = streamHandlers(a.io.out, a.io.err, nil)
+		}
+		ex, err := sb.Run(ctx, command, opts)
+		if err != nil {
+			return err
+		}
+		if background {
+			data := map[string]string{"id": ex.ID, "sandboxId": args[0]}
+			return render(a.io.out, *out, view{data: data, table: func(t *tableWriter) { t.row(ex.ID) }})
+		}
+		return executionResult(ex)
+	}
+	return cmd
+}

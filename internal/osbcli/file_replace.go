@@ -1,0 +1,40 @@
+package osbcli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+func (a *app) fileReplaceCommand() *cobra.Command {
+	var old, repl string
+	cmd := &cobra.Command{
+		Use:     "replace <sandbox-id> <path>",
+		Short:   "Replace every occurrence of a string in a file",
+		Example: `  osb file replace 3f2c9a1e-... /etc/app.conf --old 'debug=false' --new 'debug=true'`,
+		Args:    exactArgs(2, "<sandbox-id> <path>"),
+	}
+	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
+	cmd.Flags().StringVar(&old, "old", "", "text to replace (required)")
+	cmd.Flags().StringVar(&repl, "new", "", "replacement text")
+	_ = cmd.MarkFlagRequired("old")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx := cmd.Context()
+		if old == "" {
+			return usagef("--old must not be empty")
+		}
+		sb, err := a.connect(ctx, args[0])
+		if err != nil {
+			return notFoundHint(err, args[0])
+		}
+		n, err := sb.Replace(ctx, args[1], old, repl)
+		if err != nil {
+			return err
+		}
+		data := map[string]any{"path": args[1], "replacedCount": n}
+		return render(a.io.out, *out, view{data: data, table: func(t *tableWriter) {
+			t.row(fmt.Sprintf("%d replaced", n))
+		}})
+	}
+	return cmd
+}
