@@ -11,15 +11,10 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"slices"
-	"strings"
 	"time"
 
+	"github.com/opensandbox-go/opensandbox/bench/internal/benchkit"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
@@ -47,7 +42,7 @@ func run(serverBin, execdBin, image string, n int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	addr, stop, err := startServer(dir, serverBin, execdBin)
+	addr, stop, err := benchkit.StartServer(dir, serverBin, execdBin, key)
 	if err != nil {
 		return err
 	}
@@ -98,11 +93,7 @@ func run(serverBin, execdBin, image string, n int) error {
 		}
 		cold = append(cold, d)
 	}
-	p := func(d []time.Duration, q int) time.Duration {
-		s := slices.Clone(d)
-		slices.Sort(s)
-		return s[(len(s)-1)*q/100]
-	}
+	p := benchkit.Percentile
 	w50, w95, c50, c95 := p(warm, 50), p(warm, 95), p(cold, 50), p(cold, 95)
 	verdict := "met"
 	if float64(w50)/float64(c50) > 0.1 {
@@ -115,48 +106,6 @@ func run(serverBin, execdBin, image string, n int) error {
 		fmt.Printf("pool create failures: %d (last: %s)\n", st.Failures, st.LastError)
 	}
 	return nil
-}
-
-// startServer runs the server binary with a temporary config on a free
-// port and returns its address and a function stopping it.
-func startServer(dir, serverBin, execdBin string) (string, func(), error) {
-	execdAbs, err := filepath.Abs(execdBin)
-	if err != nil {
-		return "", nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	host, port, _ := strings.Cut(addr, ":")
-	cfg := fmt.Sprintf("[server]\nhost = %q\nport = %s\napi_key = %q\n\n[log]\nlevel = \"warn\"\n\n[runtime]\ntype = \"docker\"\nexecd_path = %q\n\n[store]\npath = %q\n",
-		host, port, key, execdAbs, filepath.Join(dir, "store.db"))
-	cfgPath := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		return "", nil, err
-	}
-	srv := exec.Command(serverBin, "--config", cfgPath)
-	srv.Stderr = os.Stderr
-	if err := srv.Start(); err != nil {
-		return "", nil, err
-	}
-	stop := func() { srv.Process.Signal(os.Interrupt); srv.Wait() }
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if resp, err := http.Get("http://" + addr + "/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return addr, stop, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return "", nil, fmt.Errorf("server did not become healthy")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func waitReady(ctx context.Context, p *sandbox.Pool) error {

@@ -12,15 +12,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/opensandbox-go/opensandbox/bench/internal/benchkit"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
@@ -44,28 +42,12 @@ func run(serverBin, execdBin, image string, n int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	execdAbs, _ := filepath.Abs(execdBin)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, stop, err := benchkit.StartServer(dir, serverBin, execdBin, key)
 	if err != nil {
 		return err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	host, port, _ := strings.Cut(addr, ":")
-	cfg := fmt.Sprintf("[server]\nhost = %q\nport = %s\napi_key = %q\n\n[log]\nlevel = \"warn\"\n\n[runtime]\ntype = \"docker\"\nexecd_path = %q\n\n[store]\npath = %q\n",
-		host, port, key, execdAbs, filepath.Join(dir, "store.db"))
-	cfgPath := filepath.Join(dir, "config.toml")
-	os.WriteFile(cfgPath, []byte(cfg), 0o600)
-	srv := exec.Command(serverBin, "--config", cfgPath)
-	srv.Stderr = os.Stderr
-	if err := srv.Start(); err != nil {
-		return err
-	}
-	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
+	defer stop()
 	base := "http://" + addr
-	if err := waitHealthy(base); err != nil {
-		return err
-	}
 
 	// Warm both paths once (image layers, page cache).
 	if _, err := apiRound(base, image); err != nil {
@@ -87,11 +69,7 @@ func run(serverBin, execdBin, image string, n int) error {
 		}
 		bare = append(bare, d)
 	}
-	p := func(d []time.Duration, q int) time.Duration {
-		s := slices.Clone(d)
-		slices.Sort(s)
-		return s[(len(s)-1)*q/100]
-	}
+	p := benchkit.Percentile
 	o50, o95, b50, b95 := p(ours, 50), p(ours, 95), p(bare, 50), p(bare, 95)
 	verdict := "met"
 	if float64(o50)/float64(b50) > 1.0 {
@@ -101,20 +79,6 @@ func run(serverBin, execdBin, image string, n int) error {
 		image, n, o50.Round(time.Millisecond), o95.Round(time.Millisecond), b50.Round(time.Millisecond), b95.Round(time.Millisecond),
 		float64(o50)/float64(b50), float64(o95)/float64(b95), verdict)
 	return nil
-}
-
-func waitHealthy(base string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(base + "/health"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("server did not become healthy")
 }
 
 func call(method, url string, in, out any) error {
