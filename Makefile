@@ -36,7 +36,7 @@ server:
 # Sandbox images built locally from Debian packages (no registry needed);
 # a no-op when the recipe has not changed.
 images: deps
-	bash images/build.sh base
+	bash images/build.sh base code-interpreter
 
 # Starts the lifecycle server with the Docker runtime on :8080. The API key
 # is taken from OPENSANDBOX_SERVER_API_KEY, or generated once into

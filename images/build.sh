@@ -38,18 +38,10 @@ KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 #   customize_NAME  runs after the packages are installed; $ROOTFS is the
 #                   tree, in_root runs a command chrooted into it (with /proc,
 #                   /dev and the network), e.g. `in_root pip install ...`.
-# and list NAME in IMAGES. Example, for the next image:
-#
-#   recipe_code_interpreter() {
-#   	PARENT=base
-#   	PACKAGES=(python3-ipykernel python3-numpy python3-pandas python3-matplotlib
-#   		nodejs default-jdk-headless golang-go git)
-#   	CHANGES=('ENV MPLBACKEND=Agg')
-#   	CHECK='python3 -c "import ipykernel, numpy, pandas, matplotlib"; node --version; java -version; go version'
-#   }
-#   customize_code_interpreter() { :; }
+# and list NAME in IMAGES; code-interpreter below is an example of a child
+# image (PARENT=base).
 
-IMAGES=(base)
+IMAGES=(base code-interpreter)
 
 # base: a small Debian with bash, Python 3, curl and the usual shell tools,
 # and an unprivileged user `sandbox` (uid 1000).
@@ -64,6 +56,91 @@ recipe_base() {
 
 customize_base() {
 	in_root useradd --create-home --uid 1000 --user-group --shell /bin/bash sandbox
+}
+
+# code-interpreter: base plus the runtimes execd's code interpreter drives:
+# Python 3.11 with ipykernel, numpy, pandas and matplotlib (Agg backend),
+# Node.js 18, OpenJDK 17 (jshell), Go 1.19, git and build-essential. Its
+# entrypoint writes the runtimes' variables to execd's env file and keeps
+# the container running.
+recipe_code_interpreter() {
+	PARENT=base
+	PACKAGES=(python3-ipykernel python3-numpy python3-pandas python3-matplotlib python3-pil
+		nodejs default-jdk-headless golang-go git build-essential)
+	CHANGES=(
+		'ENV JAVA_HOME=/usr/lib/jvm/default-java'
+		'ENV MPLBACKEND=Agg'
+		'ENV PYTHONUNBUFFERED=1'
+		'CMD ["/opt/opensandbox/code-interpreter.sh"]'
+	)
+	CHECK=$(
+		cat <<-'EOF'
+			python3 -c 'import ipykernel, numpy, pandas, matplotlib'
+			env -u MPLBACKEND python3 -c '
+			import matplotlib
+			assert matplotlib.get_backend().lower() == "agg", matplotlib.get_backend()
+			import matplotlib.pyplot as plt
+			plt.plot([1, 2, 3], [1, 4, 9])
+			plt.savefig("/tmp/check.png")'
+			test "$(head -c 8 /tmp/check.png | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a
+			test "$(node -e 'console.log(1+1)')" = 2
+			jshell --version
+			java -version
+			go version
+			for f in /opt/opensandbox/code-interpreter.sh /opt/code-interpreter/code-interpreter.sh; do test -f "$f" && test -x "$f"; done
+			rc=0
+			EXECD_ENVS=/tmp/check.env timeout 3 /opt/opensandbox/code-interpreter.sh || rc=$?
+			test "$rc" = 124 # still running when timeout stopped it
+			grep -qx MPLBACKEND=Agg /tmp/check.env
+		EOF
+	)
+}
+
+customize_code_interpreter() {
+	# matplotlib's default rc file is /etc/matplotlibrc on Debian (mpl-data
+	# links to it); its TkAgg default needs a display, so Agg instead.
+	if grep -q '^#* *backend *:' "$ROOTFS/etc/matplotlibrc" 2>/dev/null; then
+		sed -i 's/^#* *backend *:.*/backend: Agg/' "$ROOTFS/etc/matplotlibrc"
+	else
+		echo 'backend: Agg' >>"$ROOTFS/etc/matplotlibrc"
+	fi
+	mkdir -p "$ROOTFS/opt/opensandbox" "$ROOTFS/opt/code-interpreter"
+	chmod 755 "$ROOTFS/opt/opensandbox"
+	cat >"$ROOTFS/opt/opensandbox/code-interpreter.sh" <<-'EOF'
+		#!/bin/bash
+		# Entrypoint of opensandbox/code-interpreter: adds the runtimes' variables
+		# to execd's env file ($EXECD_ENVS, default /opt/opensandbox/.env; execd
+		# reads it for every process it starts), then runs the arguments, if
+		# any, or stays up until it gets SIGTERM, SIGINT or SIGHUP.
+		set -u
+		env_file=${EXECD_ENVS:-/opt/opensandbox/.env}
+		lines=(
+			'JAVA_HOME=/usr/lib/jvm/default-java'
+			'PATH=/usr/lib/jvm/default-java/bin:/usr/lib/go/bin:$PATH'
+			'MPLBACKEND=Agg'
+			'PYTHONUNBUFFERED=1'
+		)
+		if mkdir -p "$(dirname "$env_file")" && touch "$env_file"; then
+			for l in "${lines[@]}"; do # once each, also when the container restarts
+				grep -qxF -- "$l" "$env_file" || printf '%s\n' "$l" >>"$env_file"
+			done
+		else
+			echo "code-interpreter.sh: cannot write $env_file; continuing without it" >&2
+		fi
+		export JAVA_HOME=/usr/lib/jvm/default-java MPLBACKEND=Agg PYTHONUNBUFFERED=1
+		export PATH=/usr/lib/jvm/default-java/bin:/usr/lib/go/bin:$PATH
+		if [ $# -gt 0 ]; then
+			exec "$@"
+		fi
+		# Not `exec sleep infinity`: as PID 1 (plain `docker run`), sleep would
+		# ignore SIGTERM, and `docker stop` would wait for its SIGKILL.
+		sleep infinity &
+		pid=$!
+		trap 'kill "$pid" 2>/dev/null; exit 0' TERM INT HUP
+		wait "$pid"
+	EOF
+	chmod 755 "$ROOTFS/opt/opensandbox/code-interpreter.sh"
+	ln -sfn ../opensandbox/code-interpreter.sh "$ROOTFS/opt/code-interpreter/code-interpreter.sh"
 }
 
 # ------------------------------------------------------------- build steps --
@@ -199,6 +276,9 @@ finalize_rootfs() {
 	find "$r/usr/share/doc" -mindepth 1 ! -type d ! -name copyright -delete
 	find "$r/usr/share/doc" -mindepth 1 -type d -empty -delete
 	rm -rf "$r"/usr/share/man/* "$r"/usr/share/info/* "$r"/usr/share/lintian/*
+	# Empty manual sections stay: update-alternatives fails without them
+	# (e.g. the JDK's postinst, for java.1.gz) even though the page is excluded.
+	mkdir -p "$r"/usr/share/man/man{1..8}
 	find "$r/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
 	# The runtime mounts its own /dev, hostname, hosts and resolv.conf.
 	find "$r/dev" -mindepth 1 -delete
