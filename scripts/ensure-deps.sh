@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs and starts what the test suite needs on a fresh Debian machine,
 # idempotently: the Docker engine (Debian's docker.io), a static busybox
-# for minimal test images, and util-linux. Safe to run again and again.
+# for minimal test images, util-linux, and the interpreters execd's code
+# interpreter tests drive (ipykernel with matplotlib and numpy, Node.js).
+# Safe to run again and again.
 set -euo pipefail
 
 need=()
@@ -9,6 +11,10 @@ command -v dockerd >/dev/null || need+=(docker.io)
 dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 command -v unshare >/dev/null || need+=(util-linux)
 command -v make >/dev/null || need+=(make)
+for pkg in python3-ipykernel python3-matplotlib python3-numpy; do
+	dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+command -v node >/dev/null || need+=(nodejs)
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then
 		echo "missing packages: ${need[*]}; install them as root (apt-get install ${need[*]})" >&2

@@ -1,6 +1,6 @@
 // Command execd is the daemon inside every sandbox: it runs commands, bash
-// sessions and terminals, serves files and metrics, and proxies to ports
-// inside the sandbox. With "-- entrypoint..." it also supervises the
+// sessions, code interpreter contexts and terminals, serves files and
+// metrics, and proxies to ports inside the sandbox. With "-- entrypoint..." it also supervises the
 // sandbox's own entrypoint. See docs/execd.md.
 package main
 
@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/opensandbox-go/opensandbox/internal/execd/code"
 	"github.com/opensandbox-go/opensandbox/internal/execd/command"
 	"github.com/opensandbox-go/opensandbox/internal/execd/files"
 	"github.com/opensandbox-go/opensandbox/internal/execd/metrics"
@@ -144,6 +145,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		Logger:      logger,
 		Commands:    cmds,
 		Sessions:    session.New(session.Options{Env: env, Logger: logger}),
+		Code:        code.New(code.Options{Env: env, Logger: logger}),
 		Files:       files.New(files.Options{Logger: logger}),
 		Metrics:     mc,
 		PTY:         pty.New(pty.Options{Env: env, Logger: logger}),

@@ -1,6 +1,6 @@
 // Package server assembles execd's HTTP API: one route table over the
-// command, session, files, metrics, terminal and proxy packages, wrapped
-// once with panic recovery, request logging and access-token auth.
+// command, session, code, files, metrics, terminal and proxy packages,
+// wrapped once with panic recovery, request logging and access-token auth.
 package server
 
 import (
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/apierror"
+	"github.com/opensandbox-go/opensandbox/internal/execd/code"
 	"github.com/opensandbox-go/opensandbox/internal/execd/command"
 	"github.com/opensandbox-go/opensandbox/internal/execd/files"
 	"github.com/opensandbox-go/opensandbox/internal/execd/metrics"
@@ -34,6 +35,7 @@ type Config struct {
 
 	Commands *command.Manager
 	Sessions *session.Manager
+	Code     *code.Manager
 	Files    *files.Handler
 	Metrics  *metrics.Collector
 	PTY      *pty.Manager
@@ -82,6 +84,14 @@ func (s *Server) routes() []route {
 		{"POST /session/{sessionId}/run", c.Sessions.Run},
 		{"DELETE /session/{sessionId}", c.Sessions.Delete},
 
+		{"POST /code", c.Code.Run},
+		{"DELETE /code", c.Code.InterruptHTTP},
+		{"POST /code/context", c.Code.CreateContext},
+		{"GET /code/contexts", c.Code.ListContexts},
+		{"DELETE /code/contexts", c.Code.DeleteContexts},
+		{"GET /code/contexts/{context_id}", c.Code.GetContext},
+		{"DELETE /code/contexts/{context_id}", c.Code.DeleteContext},
+
 		{"GET /files/info", c.Files.Info},
 		{"DELETE /files", c.Files.Remove},
 		{"POST /files/permissions", c.Files.Chmod},
@@ -126,8 +136,8 @@ func (s *Server) commandQuery(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// interrupt handles DELETE /command?id=, which upstream uses for commands
-// and bash sessions alike.
+// interrupt handles DELETE /command?id=, which upstream uses for commands,
+// bash sessions and code contexts alike.
 func (s *Server) interrupt(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("id")
 	if id == "" {
@@ -139,7 +149,10 @@ func (s *Server) interrupt(w http.ResponseWriter, r *http.Request) {
 		err = s.cfg.Sessions.Interrupt(id)
 	}
 	if errors.Is(err, session.ErrNotFound) {
-		apierror.Write(w, r, apierror.NotFound(apierror.CodeCommandNotFound, "no command or session with id %q", id))
+		err = s.cfg.Code.Interrupt(id)
+	}
+	if errors.Is(err, code.ErrNotFound) {
+		apierror.Write(w, r, apierror.NotFound(apierror.CodeCommandNotFound, "no command, session or code context with id %q", id))
 		return
 	}
 	if err != nil {
@@ -250,6 +263,7 @@ func (s *Server) closeRunners() {
 	for name, closer := range map[string]func(context.Context) error{
 		"commands": s.cfg.Commands.Close,
 		"sessions": s.cfg.Sessions.Close,
+		"code":     s.cfg.Code.Close,
 		"pty":      s.cfg.PTY.Close,
 	} {
 		if err := closer(ctx); err != nil {

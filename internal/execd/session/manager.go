@@ -31,6 +31,10 @@ type Options struct {
 	// KillGrace is the time between SIGTERM and SIGKILL when a run is
 	// interrupted or times out; default 3s.
 	KillGrace time.Duration
+	// RawOutput sends output as it is read, newlines kept, instead of one
+	// event per line (the code interpreter's bash contexts, like Jupyter
+	// kernels, stream raw chunks).
+	RawOutput bool
 	// MaxJSONBody caps request bodies; default 1 MiB.
 	MaxJSONBody int64
 	// Logger defaults to slog.Default().

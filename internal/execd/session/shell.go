@@ -26,6 +26,7 @@ import (
 type Shell struct {
 	id        string
 	killGrace time.Duration
+	raw       bool
 	cmd       *exec.Cmd
 	stdin     *os.File
 	dir       string // private directory for run scripts
@@ -39,6 +40,17 @@ type Shell struct {
 	mu  sync.Mutex
 	cur *run
 	seq int
+}
+
+// StartShell starts a standalone persistent shell outside any Manager, for
+// other runners (the code interpreter's bash contexts). id is the init text
+// of its runs; cwd "" means execd's own directory. The caller owns the
+// shell and must Close it.
+func StartShell(id, cwd string, opts Options) (*Shell, error) {
+	if opts.KillGrace <= 0 {
+		opts.KillGrace = 3 * time.Second
+	}
+	return startShell(id, cwd, opts)
 }
 
 // startShell starts bash for a new session in cwd.
@@ -58,6 +70,7 @@ func startShell(id, cwd string, opts Options) (*Shell, error) {
 	sh := &Shell{
 		id:          id,
 		killGrace:   opts.KillGrace,
+		raw:         opts.RawOutput,
 		dir:         scripts,
 		runSem:      make(chan struct{}, 1),
 		exited:      make(chan struct{}),
@@ -177,6 +190,7 @@ func (sh *Shell) Run(ctx context.Context, sw *eventstream.Writer, req sandbox.Ru
 	defer os.Remove(script)
 
 	r := newRun(sw, newMarker())
+	r.raw = sh.raw
 	sh.mu.Lock()
 	sh.cur = r
 	sh.mu.Unlock()
@@ -296,6 +310,7 @@ func newMarker() string {
 type run struct {
 	sw            *eventstream.Writer
 	marker        string
+	raw           bool // chunks as read, not lines
 	out, err      streamState
 	done          chan struct{}
 	exitCode      int
@@ -355,19 +370,28 @@ func (r *run) feed(p []byte, stdout bool) {
 	emit := func(line []byte) {
 		r.sw.Send(sandbox.StreamEvent{Type: st.typ, Text: string(line)})
 	}
+	feed, flush := func(p []byte) { st.split.Feed(p, emit) }, func() { st.split.Flush(emit) }
+	if r.raw {
+		feed = func(p []byte) {
+			if len(p) > 0 {
+				emit(p)
+			}
+		}
+		flush = func() {}
+	}
 	tag := []byte(r.marker)
 	if i := bytes.Index(st.pending, tag); i >= 0 {
 		rest := st.pending[i+len(tag):]
 		nl := bytes.IndexByte(rest, '\n')
 		if nl < 0 {
 			// Wait for the rest of the marker line (the exit code).
-			st.split.Feed(st.pending[:i], emit)
+			feed(st.pending[:i])
 			st.pending = append(st.pending[:0], st.pending[i:]...)
 			r.sw.Flush()
 			return
 		}
-		st.split.Feed(st.pending[:i], emit)
-		st.split.Flush(emit)
+		feed(st.pending[:i])
+		flush()
 		if stdout {
 			r.exitCode, _ = strconv.Atoi(strings.TrimSpace(string(rest[:nl])))
 		}
@@ -381,7 +405,7 @@ func (r *run) feed(p []byte, stdout bool) {
 		return
 	}
 	cut := len(st.pending) - markerPrefixLen(st.pending, tag)
-	st.split.Feed(st.pending[:cut], emit)
+	feed(st.pending[:cut])
 	st.pending = append(st.pending[:0], st.pending[cut:]...)
 	r.sw.Flush()
 }
@@ -398,8 +422,14 @@ func (r *run) flush() {
 		emit := func(line []byte) {
 			r.sw.Send(sandbox.StreamEvent{Type: st.typ, Text: string(line)})
 		}
-		st.split.Feed(st.pending, emit)
-		st.split.Flush(emit)
+		if r.raw {
+			if len(st.pending) > 0 {
+				emit(st.pending)
+			}
+		} else {
+			st.split.Feed(st.pending, emit)
+			st.split.Flush(emit)
+		}
 		st.pending = nil
 	}
 }

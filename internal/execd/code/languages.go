@@ -1,0 +1,107 @@
+package code
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/opensandbox-go/opensandbox/internal/execd/procenv"
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
+)
+
+// knownLanguages lists every language name the API knows, served or not, in
+// the order error messages name them.
+var knownLanguages = []string{
+	sandbox.LanguagePython, sandbox.LanguageJavaScript, sandbox.LanguageBash,
+	"typescript", "java", "go",
+}
+
+// detector finds the interpreters each language needs. A found Python is
+// remembered; a missing one is looked for again next time, so that an
+// image that installs ipykernel later gets Python without an execd restart.
+type detector struct {
+	mu     sync.Mutex
+	python string
+}
+
+// available reports the languages this execd can run with env.
+func (d *detector) available(env []string) []string {
+	var out []string
+	for _, l := range knownLanguages {
+		if _, err := d.interpreter(l, env); err == nil {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+var errUnsupported = errors.New("language not supported")
+
+// interpreter returns the program a language's contexts run.
+func (d *detector) interpreter(lang string, env []string) (string, error) {
+	switch lang {
+	case sandbox.LanguagePython:
+		return d.findPython(env)
+	case sandbox.LanguageJavaScript:
+		return lookPathIn("node", procenv.Lookup(env, "PATH"))
+	case sandbox.LanguageBash:
+		return procenv.Shell(), nil
+	}
+	return "", errUnsupported
+}
+
+// findPython returns EXECD_PYTHON, else the first of python3 in PATH and
+// /usr/bin/python3 that can import ipykernel.
+func (d *detector) findPython(env []string) (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.python != "" {
+		return d.python, nil
+	}
+	var candidates []string
+	if p := procenv.Lookup(env, "EXECD_PYTHON"); p != "" {
+		candidates = []string{p}
+	} else {
+		if p, err := lookPathIn("python3", procenv.Lookup(env, "PATH")); err == nil {
+			candidates = append(candidates, p)
+		}
+		if p := "/usr/bin/python3"; len(candidates) == 0 || candidates[0] != p {
+			candidates = append(candidates, p)
+		}
+	}
+	for _, py := range candidates {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		cmd := exec.CommandContext(ctx, py, "-c", "import ipykernel")
+		cmd.Env = env
+		err := cmd.Run()
+		cancel()
+		if err == nil {
+			d.python = py
+			return py, nil
+		}
+	}
+	return "", errUnsupported
+}
+
+// lookPathIn is exec.LookPath over the given PATH value instead of execd's
+// own, since the EXECD_ENVS file may extend it.
+func lookPathIn(name, path string) (string, error) {
+	if strings.Contains(name, "/") {
+		return exec.LookPath(name)
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
+}
