@@ -50,6 +50,7 @@ var ToolNames = []string{
 	"sandbox_create", "sandbox_connect", "sandbox_kill", "sandbox_get_info", "sandbox_list",
 	"sandbox_renew", "sandbox_get_metrics", "sandbox_healthcheck", "sandbox_get_endpoint",
 	"command_run", "command_interrupt",
+	"code_run", "code_context_create", "code_context_list", "code_context_delete",
 	"file_read", "file_write", "file_delete", "file_search", "file_create_directories",
 	"file_delete_directories", "file_move", "file_replace_contents",
 }
@@ -84,6 +85,7 @@ func New(cfg Config) (*mcp.Server, error) {
 
 const instructions = `Tools for OpenSandbox: isolated containers where you can run commands and edit files.
 Start with sandbox_create (or sandbox_connect to an existing sandbox_id); then use command_run and the file_* tools with that sandbox_id.
+In a sandbox made from a code-interpreter image (opensandbox/code-interpreter:latest, entrypoint /opt/opensandbox/code-interpreter.sh), code_run runs Python, JavaScript or Bash with state kept between calls.
 Sandboxes expire after timeout_seconds unless renewed with sandbox_renew; call sandbox_kill when done.`
 
 // register adds every tool to s; the first schema error stops it.
@@ -101,6 +103,10 @@ func (t *tools) register(s *mcp.Server) error {
 	add(addTool(t, s, "sandbox_get_endpoint", "The address (host:port[/path], no scheme) and headers to reach a port inside a sandbox. Works on any sandbox id.", hints{readOnly: true}, nil, t.sandboxGetEndpoint))
 	add(addTool(t, s, "command_run", "Run a shell command in a connected sandbox and wait for it; returns stdout, stderr, exit_code and execution_id. Each stream is capped (start and end kept). With background: true it returns at once with the execution_id.", hints{destructive: true}, runDefaults, t.commandRun))
 	add(addTool(t, s, "command_interrupt", "Interrupt a running command (by the execution_id command_run returned).", hints{destructive: true, idempotent: true}, nil, t.commandInterrupt))
+	add(addTool(t, s, "code_run", "Run code (python by default; javascript, bash) in a stateful interpreter context of a connected code-interpreter sandbox and wait for it; variables persist between calls in the same context_id. Returns stdout, stderr, results (text and MIME types, e.g. image/png for plots), error {ename, evalue, traceback} and context_id. Streams are capped (start and end kept).", hints{destructive: true}, codeRunDefaults, t.codeRun))
+	add(addTool(t, s, "code_context_create", "Create a fresh interpreter context (its own variables) in a connected code-interpreter sandbox; returns its context_id for code_run.", hints{}, codeContextCreateDefaults, t.codeContextCreate))
+	add(addTool(t, s, "code_context_list", "List the interpreter contexts of a connected code-interpreter sandbox, optionally of one language.", hints{readOnly: true}, nil, t.codeContextList))
+	add(addTool(t, s, "code_context_delete", "Delete an interpreter context (by context_id) or every context of a language, freeing its interpreter and state.", hints{destructive: true, idempotent: true}, nil, t.codeContextDelete))
 	add(addTool(t, s, "file_read", "Read a file from a connected sandbox as text (utf-8) or base64; range_header (e.g. \"bytes=0-1023\") reads part of it. Large files are cut at 1 MiB.", hints{readOnly: true}, readDefaults, t.fileRead))
 	add(addTool(t, s, "file_write", "Write a file in a connected sandbox (created or replaced, parent directories created). content is utf-8 text or base64 per encoding.", hints{destructive: true, idempotent: true}, writeDefaults, t.fileWrite))
 	add(addTool(t, s, "file_delete", "Delete files in a connected sandbox.", hints{destructive: true, idempotent: true}, nil, t.fileDelete))

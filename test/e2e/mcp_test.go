@@ -26,6 +26,7 @@ var mcpToolNames = []string{
 	"sandbox_create", "sandbox_connect", "sandbox_kill", "sandbox_get_info", "sandbox_list",
 	"sandbox_renew", "sandbox_get_metrics", "sandbox_healthcheck", "sandbox_get_endpoint",
 	"command_run", "command_interrupt",
+	"code_run", "code_context_create", "code_context_list", "code_context_delete",
 	"file_read", "file_write", "file_delete", "file_search", "file_create_directories",
 	"file_delete_directories", "file_move", "file_replace_contents",
 }

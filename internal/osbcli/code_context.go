@@ -1,0 +1,134 @@
+package osbcli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
+)
+
+func (a *app) codeContextCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "context",
+		Aliases: []string{"ctx"},
+		Short:   "Create, list, get and delete interpreter contexts",
+	}
+	cmd.AddCommand(a.codeContextCreateCommand(), a.codeContextListCommand(), a.codeContextGetCommand(), a.codeContextDeleteCommand())
+	return cmd
+}
+
+// contextTable prints contexts as rows.
+func contextTable(ctxs ...sandbox.CodeContext) func(*tableWriter) {
+	return func(t *tableWriter) {
+		t.row("ID", "LANGUAGE", "CWD")
+		for _, c := range ctxs {
+			t.row(c.ID, c.Language, dash(c.Cwd))
+		}
+	}
+}
+
+func (a *app) codeContextCreateCommand() *cobra.Command {
+	var language, cwd string
+	cmd := &cobra.Command{
+		Use:     "create <sandbox-id>",
+		Short:   "Start a new context and print its id",
+		Example: `  ctx=$(osb code context create 3f2c9a1e-... -l python -w /work)`,
+		Args:    exactArgs(1, "<sandbox-id>"),
+	}
+	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
+	cmd.Flags().StringVarP(&language, "language", "l", "python", "language: python, javascript or bash")
+	cmd.Flags().StringVarP(&cwd, "workdir", "w", "", "working directory of the context")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ci, err := a.codeInterpreter(cmd, args[0])
+		if err != nil {
+			return err
+		}
+		cc, err := ci.CreateContext(cmd.Context(), language, cwd)
+		if err != nil {
+			return err
+		}
+		return render(a.io.out, *out, view{data: cc, table: func(t *tableWriter) { t.row(cc.ID) }})
+	}
+	return cmd
+}
+
+func (a *app) codeContextListCommand() *cobra.Command {
+	var language string
+	cmd := &cobra.Command{
+		Use:     "list <sandbox-id>",
+		Aliases: []string{"ls"},
+		Short:   "List contexts, of one language or all",
+		Example: `  osb code context list 3f2c9a1e-... [-l python] [-o json]`,
+		Args:    exactArgs(1, "<sandbox-id>"),
+	}
+	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
+	cmd.Flags().StringVarP(&language, "language", "l", "", "only contexts of this language")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ci, err := a.codeInterpreter(cmd, args[0])
+		if err != nil {
+			return err
+		}
+		ctxs, err := ci.ListContexts(cmd.Context(), language)
+		if err != nil {
+			return err
+		}
+		return render(a.io.out, *out, view{data: ctxs, table: contextTable(ctxs...)})
+	}
+	return cmd
+}
+
+func (a *app) codeContextGetCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "get <sandbox-id> <context-id>",
+		Short:   "Describe a context",
+		Example: `  osb code context get 3f2c9a1e-... "$ctx" -o json`,
+		Args:    exactArgs(2, "<sandbox-id> <context-id>"),
+	}
+	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ci, err := a.codeInterpreter(cmd, args[0])
+		if err != nil {
+			return err
+		}
+		cc, err := ci.GetContext(cmd.Context(), args[1])
+		if err != nil {
+			return err
+		}
+		return render(a.io.out, *out, view{data: cc, table: contextTable(cc)})
+	}
+	return cmd
+}
+
+func (a *app) codeContextDeleteCommand() *cobra.Command {
+	var language string
+	cmd := &cobra.Command{
+		Use:     "delete <sandbox-id> [<context-id>...]",
+		Aliases: []string{"rm"},
+		Short:   "Delete contexts by id, or every context of --language",
+		Example: `  osb code context delete 3f2c9a1e-... "$ctx"
+  osb code context delete 3f2c9a1e-... --language python`,
+		Args: minArgs(1, "<sandbox-id> [<context-id>...]"),
+	}
+	cmd.Flags().StringVarP(&language, "language", "l", "", "delete every context of this language")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if (language == "") == (len(args) == 1) {
+			return usagef("give context ids or --language, not both and not neither")
+		}
+		ci, err := a.codeInterpreter(cmd, args[0])
+		if err != nil {
+			return err
+		}
+		if language != "" {
+			return ci.DeleteContexts(cmd.Context(), language)
+		}
+		for _, id := range args[1:] {
+			if err := ci.DeleteContext(cmd.Context(), id); err != nil {
+				return err
+			}
+			fmt.Fprintln(a.io.out, id)
+		}
+		return nil
+	}
+	return cmd
+}
