@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	osexec "os/exec"
 	"slices"
@@ -12,22 +11,10 @@ import (
 
 const codeImageRef = "opensandbox/code-interpreter:latest"
 
-// inCodeImage runs script with bash in a throwaway container of the
-// code-interpreter image, without network, and returns its standard output.
+// inCodeImage is inImage on the code-interpreter image.
 func inCodeImage(t *testing.T, user, script string) string {
 	t.Helper()
-	args := []string{"run", "--rm", "--network", "none", "--label", testLabel}
-	if user != "" {
-		args = append(args, "--user", user)
-	}
-	args = append(args, codeImageRef, "bash", "-euc", script)
-	var stdout, stderr bytes.Buffer
-	cmd := osexec.Command("docker", args...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("docker run %s bash -c %q: %v\nstdout: %s\nstderr: %s", codeImageRef, script, err, stdout.String(), stderr.String())
-	}
-	return strings.TrimSpace(stdout.String())
+	return inImage(t, codeImageRef, user, script)
 }
 
 func TestImageCodeInterpreter(t *testing.T) {

@@ -35,22 +35,28 @@ func runBuildScript(t *testing.T, args ...string) (string, time.Duration) {
 	return string(out), took
 }
 
-// inBaseImage runs script with bash in a throwaway container of the base
-// image, without network, and returns its standard output.
-func inBaseImage(t *testing.T, user, script string) string {
+// inImage runs script with bash in a throwaway container of image,
+// without network, and returns its standard output.
+func inImage(t *testing.T, image, user, script string) string {
 	t.Helper()
 	args := []string{"run", "--rm", "--network", "none", "--label", testLabel}
 	if user != "" {
 		args = append(args, "--user", user)
 	}
-	args = append(args, baseImageRef, "bash", "-euc", script)
+	args = append(args, image, "bash", "-euc", script)
 	var stdout, stderr bytes.Buffer
 	cmd := osexec.Command("docker", args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("docker run %s bash -c %q: %v\nstdout: %s\nstderr: %s", baseImageRef, script, err, stdout.String(), stderr.String())
+		t.Fatalf("docker run %s bash -c %q: %v\nstdout: %s\nstderr: %s", image, script, err, stdout.String(), stderr.String())
 	}
 	return strings.TrimSpace(stdout.String())
+}
+
+// inBaseImage is inImage on the base image.
+func inBaseImage(t *testing.T, user, script string) string {
+	t.Helper()
+	return inImage(t, baseImageRef, user, script)
 }
 
 func TestImageBase(t *testing.T) {
