@@ -124,6 +124,10 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		}
 		return nil, engineErr(err, "docker: ping engine")
 	}
+	// The client negotiates the API version lazily on its first request
+	// and writes its version field without a lock; concurrent first
+	// requests race. Negotiate once here, before the Runtime is shared.
+	r.cli.NegotiateAPIVersion(ctx)
 	if err := checkStatic(opts.ExecdPath); err != nil {
 		return nil, err
 	}
