@@ -265,6 +265,46 @@ func TestCodeInterpreterSDK(t *testing.T) {
 		}
 	})
 
+	t.Run("java keeps state", func(t *testing.T) {
+		id := newContext(t, ci, "java")
+		runOK(t, ci, "int x = 40;", sandbox.CodeRunOptions{ContextID: id})
+		if ex := runOK(t, ci, "x + 2", sandbox.CodeRunOptions{ContextID: id}); !strings.Contains(ex.Text(), "42") {
+			t.Errorf("x + 2 = %q, want 42", ex.Text())
+		}
+		ex := runOK(t, ci, "String twice(String s) { return s + s; }\nSystem.out.println(twice(\"ab\"));", sandbox.CodeRunOptions{ContextID: id})
+		if ex.StdoutText() != "abab\n" {
+			t.Errorf("System.out.println stdout = %q, want \"abab\\n\"", ex.StdoutText())
+		}
+		ex = runCode(t, ci, "Object o = null;\no.toString();", sandbox.CodeRunOptions{ContextID: id})
+		if ex.Error == nil || ex.Error.Name != "java.lang.NullPointerException" || len(ex.Error.Traceback) == 0 {
+			t.Errorf("NPE = %+v, want java.lang.NullPointerException", ex.Error)
+		}
+		ex = runCode(t, ci, "int y = \"s\";", sandbox.CodeRunOptions{ContextID: id})
+		if ex.Error == nil || ex.Error.Name != "CompilationError" {
+			t.Errorf("compile error = %+v, want CompilationError", ex.Error)
+		}
+		if ex := runOK(t, ci, "twice(\"c\") + x", sandbox.CodeRunOptions{ContextID: id}); ex.Text() != `"cc40"` {
+			t.Errorf("state after errors = %q, want \"cc40\"", ex.Text())
+		}
+	})
+
+	t.Run("go keeps declarations", func(t *testing.T) {
+		id := newContext(t, ci, "go")
+		runOK(t, ci, "import \"strings\"\n\nfunc shout(s string) string { return strings.ToUpper(s) + \"!\" }", sandbox.CodeRunOptions{ContextID: id})
+		ex := runOK(t, ci, "import \"fmt\"\nfmt.Println(shout(\"hi\"), 40+2)", sandbox.CodeRunOptions{ContextID: id})
+		if ex.StdoutText() != "HI! 42\n" {
+			t.Errorf("fmt.Println stdout = %q, want \"HI! 42\\n\"", ex.StdoutText())
+		}
+		ex = runCode(t, ci, "fmt.Println(undefinedThing)", sandbox.CodeRunOptions{ContextID: id})
+		if ex.Error == nil || ex.Error.Name != "CompilationError" || !strings.Contains(ex.Error.Value, "undefinedThing") {
+			t.Errorf("compile error = %+v, want CompilationError naming undefinedThing", ex.Error)
+		}
+		ex = runCode(t, ci, "panic(\"boom\")", sandbox.CodeRunOptions{ContextID: id})
+		if ex.Error == nil || ex.Error.Name != "panic" || ex.Error.Value != "boom" {
+			t.Errorf("panic = %+v, want panic boom", ex.Error)
+		}
+	})
+
 	t.Run("bash keeps state", func(t *testing.T) {
 		id := newContext(t, ci, "bash")
 		runOK(t, ci, "export Q=7; cd /tmp", sandbox.CodeRunOptions{ContextID: id})

@@ -5,7 +5,6 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,18 +23,22 @@ import (
 //go:embed driver.js
 var driverJS []byte
 
-// nodeRunner is the JavaScript driver of a context: node running
-// driver.js, requests as JSON lines on its stdin, events as JSON lines on
+// nodeRunner is the driver of a JavaScript or Java context: node running
+// driver.js (or java running Driver.java), requests as JSON lines on its stdin, events as JSON lines on
 // its file descriptor 3. What the process or its children write to
 // stdout/stderr directly goes to the run in progress.
 type nodeRunner struct {
-	id     string
-	cmd    *exec.Cmd
-	dir    string
-	stdin  *os.File
-	log    *tailBuffer
-	exited chan struct{}
-	status string
+	id       string
+	cmd      *exec.Cmd
+	dir      string
+	stdin    *os.File
+	log      *tailBuffer
+	exited   chan struct{}
+	status   string
+	name     string // "JavaScript driver"
+	softStop bool   // see driverSpec.softStop
+
+	wmu sync.Mutex // serializes writes to stdin
 
 	mu          sync.Mutex
 	cur         *jsRun
@@ -61,25 +64,55 @@ type jsEvent struct {
 }
 
 func startNode(ctx context.Context, m *Manager, c *codeContext) (runner, error) {
+	return startDriver(ctx, m, c, driverSpec{
+		lang: sandbox.LanguageJavaScript, name: "JavaScript driver", file: "driver.js", source: driverJS,
+		prefix: "execd-node-",
+		argv:   func(bin, script string) []string { return []string{bin, script} },
+	})
+}
+
+// driverSpec describes an embedded driver program: a script execd writes
+// to a scratch directory and runs with the language's interpreter, speaking
+// the protocol of driver.js (requests as JSON lines on stdin, events as
+// JSON lines on fd 3).
+type driverSpec struct {
+	lang   string // language, for the detector
+	name   string // for messages: "JavaScript driver"
+	file   string // script file name
+	source []byte
+	prefix string // scratch directory prefix
+	argv   func(bin, script string) []string
+	// softStop: the driver stops a cell in place on {"stop": true}, keeping
+	// its state; it is killed only when the cell has not ended within
+	// softStopGrace.
+	softStop bool
+}
+
+// softStopGrace is how long an interrupted cell of a driver with softStop
+// may take to end before the driver is killed.
+const softStopGrace = 3 * time.Second
+
+func startDriver(ctx context.Context, m *Manager, c *codeContext, spec driverSpec) (runner, error) {
 	env, err := m.opts.Env.Environ(nil)
 	if err != nil {
 		return nil, err
 	}
-	node, err := m.det.interpreter(sandbox.LanguageJavaScript, env)
+	bin, err := m.det.interpreter(spec.lang, env)
 	if err != nil {
-		return nil, errors.New("node not found in PATH")
+		return nil, fmt.Errorf("no %s interpreter found in PATH", spec.lang)
 	}
-	dir, err := procenv.MkdirScratch("execd-node-")
+	dir, err := procenv.MkdirScratch(spec.prefix)
 	if err != nil {
 		return nil, err
 	}
-	script := filepath.Join(dir, "driver.js")
-	if err := os.WriteFile(script, driverJS, 0o600); err != nil {
+	script := filepath.Join(dir, spec.file)
+	if err := os.WriteFile(script, spec.source, 0o600); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	n := &nodeRunner{id: c.id, dir: dir, log: &tailBuffer{max: 8 << 10}, exited: make(chan struct{})}
-	cmd := exec.Command(node, script)
+	n := &nodeRunner{id: c.id, dir: dir, name: spec.name, softStop: spec.softStop, log: &tailBuffer{max: 8 << 10}, exited: make(chan struct{})}
+	argv := spec.argv(bin, script)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Dir = c.dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -102,7 +135,7 @@ func startNode(ctx context.Context, m *Manager, c *codeContext) (runner, error) 
 			f.Close()
 		}
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start node: %w", err)
+		return nil, fmt.Errorf("start %s: %w", spec.name, err)
 	}
 	n.cmd, n.stdin = cmd, inW
 	go n.copyRaw(outR, sandbox.EventStdout)
@@ -125,9 +158,9 @@ func startNode(ctx context.Context, m *Manager, c *codeContext) (runner, error) 
 	case <-ready:
 		return n, nil
 	case <-n.exited:
-		err = fmt.Errorf("javascript driver exited during start (%s): %s", n.status, n.log.String())
+		err = fmt.Errorf("%s exited during start (%s): %s", spec.name, n.status, n.log.String())
 	case <-t.C:
-		err = errors.New("javascript driver not ready in time")
+		err = fmt.Errorf("%s not ready in time", spec.name)
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
@@ -199,7 +232,7 @@ func (n *nodeRunner) run(ctx context.Context, sw *eventstream.Writer, code strin
 		n.mu.Unlock()
 	}()
 	line, _ := json.Marshal(map[string]string{"id": r.id, "code": code})
-	if _, err := n.stdin.Write(append(line, '\n')); err != nil {
+	if _, err := n.write(append(line, '\n')); err != nil {
 		sendError(sw, sandbox.ErrNameKernelDied, "write to driver: "+err.Error(), nil)
 		return false
 	}
@@ -228,26 +261,76 @@ func (n *nodeRunner) run(ctx context.Context, sw *eventstream.Writer, code strin
 			interrupted := n.interrupted
 			n.mu.Unlock()
 			if interrupted {
-				msg := "execution interrupted: the JavaScript driver was restarted and the context's state is lost"
+				msg := "execution interrupted: the " + n.name + " was restarted and the context's state is lost"
 				sendError(sw, sandbox.ErrNameInterrupted, msg, []string{msg})
 			} else {
-				msg := "the JavaScript driver died (" + n.status + "); it is restarted and the context's state is lost"
+				msg := "the " + n.name + " died (" + n.status + "); it is restarted and the context's state is lost"
 				sendError(sw, sandbox.ErrNameKernelDied, n.status, []string{msg})
 			}
 			return false
 		case <-ctx.Done():
-			// The client left; a JavaScript cell cannot be stopped in
-			// place, so the driver goes (and is restarted).
+			// The client left: stop the cell. A JavaScript cell cannot be
+			// stopped in place, so that driver goes (and is restarted).
 			n.interrupt()
+			if n.softStop {
+				t := time.NewTimer(softStopGrace + time.Second)
+				defer t.Stop()
+				for {
+					select {
+					case ev := <-r.ch:
+						if ev.Type == "done" {
+							return true
+						}
+						continue
+					case <-n.exited:
+					case <-t.C:
+						n.kill()
+						<-n.exited
+					}
+					return false
+				}
+			}
 			<-n.exited
 			return false
 		}
 	}
 }
 
-// interrupt kills the driver: a busy JavaScript event loop cannot be
-// interrupted from outside. The context restarts it, without its state.
+// interrupt stops the cell in progress. The JavaScript driver is killed:
+// a busy event loop cannot be interrupted from outside; the context
+// restarts it, without its state. The Java driver is asked to stop the
+// cell (JShell.stop), and killed only if the cell has not ended within
+// softStopGrace.
 func (n *nodeRunner) interrupt() {
+	if !n.softStop {
+		n.kill()
+		return
+	}
+	n.mu.Lock()
+	r := n.cur
+	n.mu.Unlock()
+	if r == nil {
+		return
+	}
+	n.write([]byte("{\"stop\": true}\n"))
+	time.AfterFunc(softStopGrace, func() {
+		n.mu.Lock()
+		still := n.cur == r
+		n.mu.Unlock()
+		if still {
+			n.kill()
+		}
+	})
+}
+
+func (n *nodeRunner) write(b []byte) (int, error) {
+	n.wmu.Lock()
+	defer n.wmu.Unlock()
+	return n.stdin.Write(b)
+}
+
+// kill kills the driver; a run in progress ends with Interrupted.
+func (n *nodeRunner) kill() {
 	n.mu.Lock()
 	n.interrupted = true
 	n.mu.Unlock()

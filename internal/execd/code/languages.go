@@ -14,11 +14,17 @@ import (
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
+// Languages served here that pkg/sandbox has no constant for.
+const (
+	langJava = "java"
+	langGo   = "go"
+)
+
 // knownLanguages lists every language name the API knows, served or not, in
 // the order error messages name them.
 var knownLanguages = []string{
 	sandbox.LanguagePython, sandbox.LanguageJavaScript, sandbox.LanguageBash,
-	"typescript", "java", "go",
+	"typescript", langJava, langGo,
 }
 
 // detector finds the interpreters each language needs. A found Python is
@@ -51,6 +57,22 @@ func (d *detector) interpreter(lang string, env []string) (string, error) {
 		return lookPathIn("node", procenv.Lookup(env, "PATH"))
 	case sandbox.LanguageBash:
 		return procenv.Shell(), nil
+	case langJava:
+		// The driver needs a JDK (jdk.jshell, jdk.compiler), not a JRE:
+		// jshell next to java tells them apart.
+		path := procenv.Lookup(env, "PATH")
+		java, err := lookPathIn("java", path)
+		if err != nil {
+			return "", errUnsupported
+		}
+		if _, err := lookPathIn("jshell", path); err != nil {
+			if real, _ := filepath.EvalSymlinks(java); real == "" || !isFile(filepath.Join(filepath.Dir(real), "jshell")) {
+				return "", errUnsupported
+			}
+		}
+		return java, nil
+	case langGo:
+		return lookPathIn("go", procenv.Lookup(env, "PATH"))
 	}
 	return "", errUnsupported
 }
@@ -104,4 +126,9 @@ func lookPathIn(name, path string) (string, error) {
 		}
 	}
 	return "", exec.ErrNotFound
+}
+
+func isFile(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
 }

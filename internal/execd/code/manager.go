@@ -6,7 +6,10 @@
 // over the Jupyter messaging protocol (ZeroMQ through the pure-Go zmq4, so
 // execd stays cgo-free). JavaScript contexts run a small Node.js driver
 // embedded in execd that evaluates cells in one persistent vm context.
-// Bash contexts are persistent shells from the session package.
+// Bash contexts are persistent shells from the session package. Java
+// contexts run an embedded Java driver (Driver.java) over the JShell API,
+// speaking the JavaScript driver's protocol. Go contexts keep declarations
+// and compile and run statements cells (golang.go).
 package code
 
 import (
@@ -357,4 +360,6 @@ var starters = map[string]func(ctx context.Context, m *Manager, c *codeContext) 
 	sandbox.LanguagePython:     startPython,
 	sandbox.LanguageJavaScript: startNode,
 	sandbox.LanguageBash:       startBash,
+	langJava:                   startJava,
+	langGo:                     startGo,
 }
