@@ -1,0 +1,18 @@
+// Package vault is the egress sidecar's credential vault: the credentials the
+// host writes for a sandbox, the bindings that say which outbound HTTPS
+// requests receive which auth headers, and the HTTP routes under
+// /credential-vault that manage them.
+//
+// Secret values are write-only. They enter through Create and Patch, leave
+// only as header values returned by Store.Match (for the TLS proxy), and never
+// appear in a view, an error message or a log line: the Secret type formats,
+// marshals and logs as "[REDACTED]".
+//
+// Every change bumps the vault revision; each credential and binding carries
+// the revision at which it last changed. Bindings are validated as a whole:
+// an unknown credential, a bad header name, a duplicate name or two bindings
+// that could match the same request is rejected, so Match finds at most one.
+//
+// The package depends on the standard library only and must not import the
+// TLS proxy, the policy engine or anything that talks to a container runtime.
+package vault

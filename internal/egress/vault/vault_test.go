@@ -1,0 +1,281 @@
+package vault
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const (
+	secretA = "sk-live-AAAA-secret-value-0001"
+	secretB = "dXNlcjpwYXNzLXNlY3JldC0wMDAy" // base64 user:pass-secret-0002
+)
+
+var secrets = []string{secretA, secretB}
+
+func cred(name, value string) Credential {
+	return Credential{Name: name, Source: CredentialSource{Type: SourceInline, Value: Secret(value)}}
+}
+
+func binding(name string, hosts []string, auth Auth) CredentialBinding {
+	return CredentialBinding{Name: name, Match: RequestMatch{Hosts: hosts}, Auth: auth}
+}
+
+func validRequest() CreateRequest {
+	return CreateRequest{
+		Credentials: []Credential{cred("a", secretA), cred("b", secretB)},
+		Bindings: []CredentialBinding{
+			binding("gh", []string{"api.github.com"}, Auth{Type: AuthBearer, Credential: "a"}),
+			binding("basic", []string{"*.example.com"}, Auth{Type: AuthBasic, Credential: "b"}),
+		},
+	}
+}
+
+// noSecrets fails the test when s contains any secret value.
+func noSecrets(t *testing.T, what, s string) {
+	t.Helper()
+	for _, sec := range secrets {
+		if strings.Contains(s, sec) {
+			t.Fatalf("%s leaks a secret value: %s", what, s)
+		}
+	}
+}
+
+func TestValidation(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*CreateRequest)
+		want   string // substring of the error
+	}{
+		{"unknown credential", func(r *CreateRequest) { r.Bindings[0].Auth.Credential = "nope" }, `auth.credential "nope" references an unknown credential`},
+		{"duplicate credential", func(r *CreateRequest) { r.Credentials = append(r.Credentials, cred("a", secretA)) }, `credentials[2] "a": duplicate credential name`},
+		{"duplicate binding", func(r *CreateRequest) {
+			r.Bindings = append(r.Bindings, binding("gh", []string{"x.test"}, Auth{Type: AuthBearer, Credential: "a"}))
+		}, `bindings[2] "gh": duplicate binding name`},
+		{"bad credential name", func(r *CreateRequest) { r.Credentials[0].Name = "-x" }, `credentials[0] "-x": name`},
+		{"unsupported source", func(r *CreateRequest) { r.Credentials[0].Source.Type = "env" }, `source.type "env" is not supported`},
+		{"empty value", func(r *CreateRequest) { r.Credentials[0].Source.Value = "" }, `source.value is required`},
+		{"header injection in value", func(r *CreateRequest) { r.Credentials[0].Source.Value = secretA + "\r\nX-Evil: 1" }, `source.value contains control characters`},
+		{"hosts required", func(r *CreateRequest) { r.Bindings[0].Match.Hosts = nil }, `match.hosts is required`},
+		{"bad host", func(r *CreateRequest) { r.Bindings[0].Match.Hosts = []string{"api.*.com"} }, `match.hosts: "api.*.com"`},
+		{"host with port", func(r *CreateRequest) { r.Bindings[0].Match.Hosts = []string{"api.github.com:443"} }, `match.hosts: "api.github.com:443"`},
+		{"bad scheme", func(r *CreateRequest) { r.Bindings[0].Match.Schemes = []string{"ftp"} }, `match.schemes: "ftp"`},
+		{"bad port", func(r *CreateRequest) { r.Bindings[0].Match.Ports = []int{70000} }, `match.ports: 70000`},
+		{"bad path", func(r *CreateRequest) { r.Bindings[0].Match.Paths = []string{"v1/*"} }, `"v1/*" must start with /`},
+		{"inner star", func(r *CreateRequest) { r.Bindings[0].Match.Paths = []string{"/a/*/b"} }, `may contain * only as its last character`},
+		{"bad method", func(r *CreateRequest) { r.Bindings[0].Match.Methods = []string{"GE T"} }, `match.methods: "GE T"`},
+		{"unknown auth type", func(r *CreateRequest) { r.Bindings[0].Auth.Type = "oauth" }, `auth.type "oauth" is not one of`},
+		{"apiKey without name", func(r *CreateRequest) { r.Bindings[0].Auth = Auth{Type: AuthAPIKey, Credential: "a"} }, `auth.name (the header name) is required`},
+		{"apiKey bad header name", func(r *CreateRequest) { r.Bindings[0].Auth = Auth{Type: AuthAPIKey, Name: "X Key", Credential: "a"} }, `header name "X Key" is not a valid HTTP token`},
+		{"apiKey forbidden header", func(r *CreateRequest) { r.Bindings[0].Auth = Auth{Type: AuthAPIKey, Name: "host", Credential: "a"} }, `header "Host" cannot be injected`},
+		{"name on bearer", func(r *CreateRequest) { r.Bindings[0].Auth.Name = "X-Key" }, `auth.name applies only to type "apiKey"`},
+		{"customHeaders empty", func(r *CreateRequest) { r.Bindings[0].Auth = Auth{Type: AuthCustomHeaders} }, `auth.headers needs at least one header`},
+		{"customHeaders duplicate header", func(r *CreateRequest) {
+			r.Bindings[0].Auth = Auth{Type: AuthCustomHeaders, Headers: []HeaderRef{{"X-A", "a"}, {"x-a", "b"}}}
+		}, `auth.headers[1]: header "X-A" appears twice`},
+		{"customHeaders unknown credential", func(r *CreateRequest) {
+			r.Bindings[0].Auth = Auth{Type: AuthCustomHeaders, Headers: []HeaderRef{{"X-A", "zz"}}}
+		}, `auth.headers[0].credential "zz" references an unknown credential`},
+		{"exact overlap", func(r *CreateRequest) {
+			r.Bindings = append(r.Bindings, binding("gh2", []string{"API.github.com."}, Auth{Type: AuthBearer, Credential: "b"}))
+		}, `bindings "gh" and "gh2" are ambiguous: both match GET https://api.github.com:443/*`},
+		{"wildcard overlap", func(r *CreateRequest) {
+			r.Bindings = append(r.Bindings, binding("deep", []string{"a.b.example.com"}, Auth{Type: AuthBearer, Credential: "a"}))
+		}, `bindings "basic" and "deep" are ambiguous`},
+		{"path overlap", func(r *CreateRequest) {
+			b := binding("gh2", []string{"api.github.com"}, Auth{Type: AuthBearer, Credential: "b"})
+			b.Match.Paths = []string{"/repos/*"}
+			r.Bindings[0].Match.Paths = []string{"/repos/x/*"}
+			r.Bindings = append(r.Bindings, b)
+		}, `bindings "gh" and "gh2" are ambiguous`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := validRequest()
+			tt.mutate(&req)
+			_, err := NewStore().Create(req)
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Create() error = %v, want ErrInvalid", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Create() error = %q, want it to contain %q", err, tt.want)
+			}
+			noSecrets(t, "validation error", err.Error())
+		})
+	}
+}
+
+func TestNonOverlappingBindingsAccepted(t *testing.T) {
+	req := validRequest()
+	split := func(name, path string, methods ...string) CredentialBinding {
+		b := binding(name, []string{"api.github.com"}, Auth{Type: AuthBearer, Credential: "a"})
+		b.Match.Paths, b.Match.Methods = []string{path}, methods
+		return b
+	}
+	req.Bindings = []CredentialBinding{
+		split("read", "/repos/*", "GET"),
+		split("write", "/repos/*", "POST"),
+		split("user", "/user", "GET"),
+		binding("apex", []string{"example.com"}, Auth{Type: AuthBearer, Credential: "b"}), // *.example.com excludes the apex
+		binding("wild", []string{"*.example.com"}, Auth{Type: AuthBearer, Credential: "b"}),
+	}
+	req.Bindings[0].Match.Ports = []int{443, 8443}
+	if _, err := NewStore().Create(req); err != nil {
+		t.Fatalf("Create() error = %v, want nil", err)
+	}
+}
+
+func TestMatch(t *testing.T) {
+	s := NewStore()
+	req := validRequest()
+	key := binding("key", []string{"api.openai.com"}, Auth{Type: AuthAPIKey, Name: "x-api-key", Credential: "a"})
+	key.Match.Paths = []string{"/v1/*"}
+	key.Match.Methods = []string{"POST"}
+	custom := binding("custom", []string{"10.0.0.7"}, Auth{Type: AuthCustomHeaders, Headers: []HeaderRef{{"X-Id", "a"}, {"X-Secret", "b"}}})
+	custom.Match.Ports = []int{8443}
+	req.Bindings = append(req.Bindings, key, custom)
+	if _, err := s.Create(req); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		scheme, host string
+		port         int
+		method, path string
+		want         http.Header // nil = no match
+	}{
+		{"https", "api.github.com", 443, "GET", "/user", http.Header{"Authorization": {"Bearer " + secretA}}},
+		{"https", "API.GitHub.com.", 443, "DELETE", "/", http.Header{"Authorization": {"Bearer " + secretA}}},
+		{"http", "api.github.com", 443, "GET", "/user", nil},
+		{"https", "api.github.com", 80, "GET", "/user", nil},
+		{"https", "api.github.com", 443, "HEAD", "/user", nil},
+		{"https", "github.com", 443, "GET", "/", nil},
+		{"https", "evil-api.github.com", 443, "GET", "/", nil},
+		{"https", "x.example.com", 443, "PUT", "/a", http.Header{"Authorization": {"Basic " + secretB}}},
+		{"https", "a.b.example.com", 443, "GET", "/a", http.Header{"Authorization": {"Basic " + secretB}}},
+		{"https", "example.com", 443, "GET", "/", nil},
+		{"https", "example.com.evil.test", 443, "GET", "/", nil},
+		{"https", "api.openai.com", 443, "POST", "/v1/chat", http.Header{"X-Api-Key": {secretA}}},
+		{"https", "api.openai.com", 443, "GET", "/v1/chat", nil},
+		{"https", "api.openai.com", 443, "POST", "/v2/chat", nil},
+		{"https", "api.openai.com", 443, "POST", "/v1", nil},
+		{"https", "10.0.0.7", 8443, "GET", "/", http.Header{"X-Id": {secretA}, "X-Secret": {secretB}}},
+		{"https", "10.0.0.7", 443, "GET", "/", nil},
+	}
+	for _, tt := range tests {
+		name := fmt.Sprintf("%s %s://%s:%d%s", tt.method, tt.scheme, tt.host, tt.port, tt.path)
+		t.Run(name, func(t *testing.T) {
+			got, ok := s.Match(tt.scheme, tt.host, tt.port, tt.method, tt.path)
+			if ok != (tt.want != nil) {
+				t.Fatalf("Match() ok = %v, want %v", ok, tt.want != nil)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("Match() headers differ (names %v, want %v)", headerNames(got), headerNames(tt.want))
+			}
+		})
+	}
+	// The caller owns the result.
+	h, _ := s.Match("https", "api.github.com", 443, "GET", "/")
+	h.Set("Authorization", "changed")
+	if h2, _ := s.Match("https", "api.github.com", 443, "GET", "/"); h2.Get("Authorization") != "Bearer "+secretA {
+		t.Errorf("Match() result shares storage with the store")
+	}
+	if err := s.Delete(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Match("https", "api.github.com", 443, "GET", "/"); ok {
+		t.Errorf("Match() after Delete matched")
+	}
+}
+
+func headerNames(h http.Header) []string {
+	var n []string
+	for k := range h {
+		n = append(n, k)
+	}
+	slices.Sort(n)
+	return n
+}
+
+func TestRevisions(t *testing.T) {
+	s := NewStore()
+	if _, err := s.Get(); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get() on empty store error = %v, want ErrNotFound", err)
+	}
+	if _, err := s.Patch(PatchRequest{Credentials: &CredentialOps{Delete: []string{"a"}}}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Patch() on empty store error = %v, want ErrNotFound", err)
+	}
+	st, err := s.Create(validRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Revision != 1 {
+		t.Fatalf("Create() revision = %d, want 1", st.Revision)
+	}
+	if _, err := s.Create(validRequest()); !errors.Is(err, ErrAlreadyExists) {
+		t.Fatalf("second Create() error = %v, want ErrAlreadyExists", err)
+	}
+	stale := int64(0)
+	if _, err := s.Patch(PatchRequest{ExpectedRevision: &stale, Credentials: &CredentialOps{Add: []Credential{cred("c", "v")}}}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("Patch(stale) error = %v, want ErrConflict", err)
+	}
+	cur := int64(1)
+	st, err = s.Patch(PatchRequest{
+		ExpectedRevision: &cur,
+		Credentials:      &CredentialOps{Replace: []Credential{cred("a", secretA+"-rotated")}, Add: []Credential{cred("c", "v")}},
+	})
+	if err != nil {
+		t.Fatalf("Patch() error = %v", err)
+	}
+	revs := map[string]int64{}
+	for _, c := range st.Credentials {
+		revs[c.Name] = c.Revision
+	}
+	if st.Revision != 2 || revs["a"] != 2 || revs["b"] != 1 || revs["c"] != 2 {
+		t.Errorf("after Patch: revision %d, credential revisions %v; want 2, map[a:2 b:1 c:2]", st.Revision, revs)
+	}
+	if h, _ := s.Match("https", "api.github.com", 443, "GET", "/"); h.Get("Authorization") != "Bearer "+secretA+"-rotated" {
+		t.Errorf("Match() after rotating does not use the new value")
+	}
+	// Deleting a credential still in use fails and changes nothing.
+	if _, err := s.Patch(PatchRequest{Credentials: &CredentialOps{Delete: []string{"a"}}}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `"a" references an unknown credential`) {
+		t.Fatalf("Patch(delete used credential) error = %v, want ErrInvalid naming the reference", err)
+	}
+	// Replace of a missing name, add of an existing one, a name twice.
+	for _, p := range []PatchRequest{
+		{Bindings: &BindingOps{Replace: []CredentialBinding{binding("zz", []string{"z.test"}, Auth{Type: AuthBearer, Credential: "a"})}}},
+		{Bindings: &BindingOps{Add: []CredentialBinding{binding("gh", []string{"z.test"}, Auth{Type: AuthBearer, Credential: "a"})}}},
+		{Credentials: &CredentialOps{Delete: []string{"c"}, Add: []Credential{cred("c", "v")}}},
+		{},
+	} {
+		if _, err := s.Patch(p); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Patch(%+v) error = %v, want ErrInvalid", p, err)
+		}
+	}
+	st, err = s.Patch(PatchRequest{Bindings: &BindingOps{Delete: []string{"gh"}}, Credentials: &CredentialOps{Delete: []string{"a"}}})
+	if err != nil {
+		t.Fatalf("Patch(delete binding and its credential) error = %v", err)
+	}
+	if st.Revision != 3 || len(st.Bindings) != 1 || len(st.Credentials) != 2 {
+		t.Errorf("after delete: %+v", st)
+	}
+	if err := s.Delete(); err != nil {
+		t.Fatal(err)
+	}
+	st, err = s.Create(validRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Revision <= 3 {
+		t.Errorf("revision after Delete and Create = %d, want > 3 (monotonic)", st.Revision)
+	}
+}
+
+func TestSecretFormatting(t *testing.T) {
+	c := cred("a", secretA)
+	for _, s := range []string{fmt.Sprint(c), fmt.Sprintf("%+v", c), fmt.Sprintf("%#v", c), fmt.Sprintf("%s", c.Source.Value), fmt.Sprintf("%q", c.Source.Value), fmt.Sprintf("%x", c.Source.Value)} {
+		noSecrets(t, "formatted credential", s)
+	}
+}
