@@ -11,6 +11,7 @@ command -v dockerd >/dev/null || need+=(docker.io)
 dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 command -v unshare >/dev/null || need+=(util-linux)
 command -v make >/dev/null || need+=(make)
+command -v ip >/dev/null || need+=(iproute2)
 for pkg in python3-ipykernel python3-matplotlib python3-numpy; do
 	dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done

@@ -1,0 +1,240 @@
+package nft
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// family describes one address family's sets and header layout.
+type family struct {
+	nfproto     byte
+	key         nftables.SetDatatype
+	daddrOffset uint32
+	addrLen     uint32
+	allow, deny string
+	dyn         string
+	isV4        bool
+}
+
+var families = []family{
+	{nfproto: unix.NFPROTO_IPV4, key: nftables.TypeIPAddr, daddrOffset: 16, addrLen: 4,
+		allow: SetAllow4, deny: SetDeny4, dyn: SetDyn4, isV4: true},
+	{nfproto: unix.NFPROTO_IPV6, key: nftables.TypeIP6Addr, daddrOffset: 24, addrLen: 16,
+		allow: SetAllow6, deny: SetDeny6, dyn: SetDyn6, isV4: false},
+}
+
+// build queues sets, chains and rules for r on c.
+func build(c *nftables.Conn, t *nftables.Table, r Rules) error {
+	// Loopback destinations are always allowed: after the DNS redirect the
+	// packet still has its original output interface, so only its new
+	// destination (127.0.0.1) lets it through the egress chain.
+	allow := append([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}, r.AllowCIDRs...)
+	for _, ip := range r.ResolverIPs {
+		if ip.IsValid() {
+			ip = ip.Unmap()
+			allow = append(allow, netip.PrefixFrom(ip, ip.BitLen()))
+		}
+	}
+	type famSets struct {
+		fam              family
+		allow, deny, dyn *nftables.Set
+	}
+	var fs []famSets
+	for _, fam := range families {
+		mk := func(name string, prefixes []netip.Prefix) (*nftables.Set, error) {
+			s := &nftables.Set{Table: t, Name: name, KeyType: fam.key, Interval: true}
+			if err := c.AddSet(s, intervalElements(sortedPrefixes(prefixes, fam.isV4))); err != nil {
+				return nil, fmt.Errorf("add set %s: %w", name, err)
+			}
+			return s, nil
+		}
+		a, err := mk(fam.allow, allow)
+		if err != nil {
+			return err
+		}
+		d, err := mk(fam.deny, r.DenyCIDRs)
+		if err != nil {
+			return err
+		}
+		dyn := &nftables.Set{Table: t, Name: fam.dyn, KeyType: fam.key, HasTimeout: true}
+		if err := c.AddSet(dyn, nil); err != nil {
+			return fmt.Errorf("add set %s: %w", fam.dyn, err)
+		}
+		fs = append(fs, famSets{fam, a, d, dyn})
+	}
+
+	policy := nftables.ChainPolicyAccept
+	final := expr.VerdictAccept
+	if r.DefaultDeny {
+		policy, final = nftables.ChainPolicyDrop, expr.VerdictDrop
+	}
+	ch := c.AddChain(&nftables.Chain{
+		Name: ChainName, Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &policy,
+	})
+	add := func(parts ...[]expr.Any) { c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: concat(parts...)}) }
+
+	add(ctEstablishedRelated(), accept())
+	add(markIs(BypassMark), accept())
+	add(oifname("lo"), accept())
+	add(l4proto(unix.IPPROTO_ICMPV6), icmpv6NeighbourDiscovery(), accept())
+	for _, proto := range []byte{unix.IPPROTO_TCP, unix.IPPROTO_UDP} {
+		add(l4proto(proto), dport(853), verdict(expr.VerdictDrop))
+	}
+	for _, s := range fs {
+		add(daddrIn(s.fam, s.deny), verdict(expr.VerdictDrop))
+	}
+	for _, s := range fs {
+		add(daddrIn(s.fam, s.dyn), accept())
+	}
+	for _, s := range fs {
+		add(daddrIn(s.fam, s.allow), accept())
+	}
+	add([]expr.Any{&expr.Counter{}}, verdict(final))
+
+	port := r.DNSProxyPort
+	if port == 0 {
+		port = DefaultDNSProxyPort
+	}
+	natPolicy := nftables.ChainPolicyAccept
+	nat := c.AddChain(&nftables.Chain{
+		Name: NATChain, Table: t, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityNATDest, Policy: &natPolicy,
+	})
+	c.AddRule(&nftables.Rule{Table: t, Chain: nat, Exprs: concat(markIs(BypassMark), verdict(expr.VerdictReturn))})
+	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
+		c.AddRule(&nftables.Rule{Table: t, Chain: nat, Exprs: concat(l4proto(proto), dport(53), redirectTo(port))})
+	}
+	return nil
+}
+
+// intervalElements turns sorted, masked prefixes into interval-set
+// elements, merging overlapping and adjacent ranges (the kernel rejects
+// overlaps). A range reaching the top of the address space has no end
+// element, as nft itself encodes it.
+func intervalElements(ps []netip.Prefix) []nftables.SetElement {
+	if len(ps) == 0 {
+		return nil
+	}
+	type rng struct{ lo, hi netip.Addr }
+	var rs []rng
+	for _, p := range ps {
+		lo, hi := p.Addr(), lastAddr(p)
+		if n := len(rs); n > 0 {
+			last := &rs[n-1]
+			if next := last.hi.Next(); !next.IsValid() || lo.Compare(next) <= 0 {
+				if hi.Compare(last.hi) > 0 {
+					last.hi = hi
+				}
+				continue
+			}
+		}
+		rs = append(rs, rng{lo, hi})
+	}
+	var out []nftables.SetElement
+	if !rs[0].lo.IsUnspecified() {
+		// nft starts interval sets with an end marker at zero.
+		out = append(out, nftables.SetElement{Key: make([]byte, rs[0].lo.BitLen()/8), IntervalEnd: true})
+	}
+	for _, r := range rs {
+		out = append(out, nftables.SetElement{Key: r.lo.AsSlice()})
+		if end := r.hi.Next(); end.IsValid() {
+			out = append(out, nftables.SetElement{Key: end.AsSlice(), IntervalEnd: true})
+		}
+	}
+	return out
+}
+
+// lastAddr is the highest address inside p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+func concat(parts ...[]expr.Any) []expr.Any {
+	var out []expr.Any
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func accept() []expr.Any { return verdict(expr.VerdictAccept) }
+
+func verdict(k expr.VerdictKind) []expr.Any { return []expr.Any{&expr.Verdict{Kind: k}} }
+
+func ctEstablishedRelated() []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+		&expr.Bitwise{
+			SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED),
+			Xor:  binaryutil.NativeEndian.PutUint32(0),
+		},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(0)},
+	}
+}
+
+func markIs(mark uint32) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(mark)},
+	}
+}
+
+func oifname(name string) []expr.Any {
+	b := make([]byte, unix.IFNAMSIZ)
+	copy(b, name)
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: b},
+	}
+}
+
+func l4proto(p byte) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}},
+	}
+}
+
+// icmpv6NeighbourDiscovery matches ICMPv6 types 133–136 (router
+// solicitation/advertisement, neighbour solicitation/advertisement).
+func icmpv6NeighbourDiscovery() []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1},
+		&expr.Range{Op: expr.CmpOpEq, Register: 1, FromData: []byte{133}, ToData: []byte{136}},
+	}
+}
+
+func dport(port uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
+	}
+}
+
+func daddrIn(f family, s *nftables.Set) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{f.nfproto}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: f.daddrOffset, Len: f.addrLen},
+		&expr.Lookup{SourceRegister: 1, SetName: s.Name, SetID: s.ID},
+	}
+}
+
+func redirectTo(port uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Immediate{Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
+		&expr.Redir{RegisterProtoMin: 1},
+	}
+}

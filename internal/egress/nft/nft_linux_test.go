@@ -1,0 +1,400 @@
+package nft
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// testNet is a sandbox netns joined by a veth pair to a world netns. All
+// addresses are 10.250.N.0/24 and exist only inside these namespaces.
+type testNet struct {
+	sandbox, world netns.NsHandle
+	sandboxIP      netip.Addr
+	world1         netip.Addr // .2
+	world2         netip.Addr // .3
+	world3         netip.Addr // .4
+	world4         netip.Addr // .5
+	httpPort       int
+}
+
+func run(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %v: %v: %s", args, err, out)
+	}
+}
+
+func setupNet(t *testing.T) *testNet {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("nft tests need root (network namespaces and nftables)")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("nft tests need the ip command to build test namespaces")
+	}
+	var b [2]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	sbx, wld := "osbt-s-"+id, "osbt-w-"+id
+	if out, err := exec.Command("ip", "netns", "add", sbx).CombinedOutput(); err != nil {
+		t.Skipf("cannot create network namespace: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", sbx).Run() })
+	run(t, "netns", "add", wld)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", wld).Run() })
+	n := 1 + int(b[0])%250
+	pfx := fmt.Sprintf("10.250.%d.", n)
+	run(t, "link", "add", "vs"+id, "netns", sbx, "type", "veth", "peer", "name", "vw"+id, "netns", wld)
+	run(t, "-n", sbx, "addr", "add", pfx+"1/24", "dev", "vs"+id)
+	for i := 2; i <= 5; i++ {
+		run(t, "-n", wld, "addr", "add", fmt.Sprintf("%s%d/24", pfx, i), "dev", "vw"+id)
+	}
+	for _, args := range [][]string{
+		{"-n", sbx, "link", "set", "lo", "up"}, {"-n", sbx, "link", "set", "vs" + id, "up"},
+		{"-n", wld, "link", "set", "lo", "up"}, {"-n", wld, "link", "set", "vw" + id, "up"},
+	} {
+		run(t, args...)
+	}
+	tn := &testNet{
+		sandboxIP: netip.MustParseAddr(pfx + "1"),
+		world1:    netip.MustParseAddr(pfx + "2"), world2: netip.MustParseAddr(pfx + "3"),
+		world3: netip.MustParseAddr(pfx + "4"), world4: netip.MustParseAddr(pfx + "5"),
+	}
+	var err error
+	if tn.sandbox, err = netns.GetFromName(sbx); err != nil {
+		t.Fatalf("open netns %s: %v", sbx, err)
+	}
+	t.Cleanup(func() { tn.sandbox.Close() })
+	if tn.world, err = netns.GetFromName(wld); err != nil {
+		t.Fatalf("open netns %s: %v", wld, err)
+	}
+	t.Cleanup(func() { tn.world.Close() })
+
+	// HTTP on all world addresses, and a TCP listener on 853 (DoT).
+	var ln, dot net.Listener
+	inNS(t, tn.world, func() error {
+		var err error
+		if ln, err = net.Listen("tcp", "0.0.0.0:0"); err != nil {
+			return err
+		}
+		dot, err = net.Listen("tcp", "0.0.0.0:853")
+		return err
+	})
+	tn.httpPort = ln.Addr().(*net.TCPAddr).Port
+	srv := &http.Server{
+		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) }),
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	go func() {
+		for {
+			c, err := dot.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { dot.Close() })
+	return tn
+}
+
+// inNS runs fn on a locked OS thread switched into ns. Sockets created by
+// fn stay in ns.
+func inNS(t *testing.T, ns netns.NsHandle, fn func() error) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(ns); err != nil {
+			errc <- err
+			return
+		}
+		ferr := fn()
+		if err := netns.Set(orig); err != nil {
+			// Leave the thread locked: it dies with the goroutine.
+			errc <- errors.Join(ferr, err)
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	if err := <-errc; err != nil {
+		t.Fatalf("in netns: %v", err)
+	}
+}
+
+// dial reports whether a TCP connect from the sandbox to ip:port succeeds
+// within a short timeout. A dropped SYN shows up as a timeout.
+func (tn *testNet) dial(t *testing.T, ip netip.Addr, port int) error {
+	t.Helper()
+	var derr error
+	inNS(t, tn.sandbox, func() error {
+		d := net.Dialer{Timeout: 400 * time.Millisecond}
+		c, err := d.Dial("tcp", netip.AddrPortFrom(ip, uint16(port)).String())
+		if err == nil {
+			c.Close()
+		}
+		derr = err
+		return nil
+	})
+	return derr
+}
+
+func (tn *testNet) mustConnect(t *testing.T, ip netip.Addr, port int) {
+	t.Helper()
+	if err := tn.dial(t, ip, port); err != nil {
+		t.Fatalf("connect %s:%d from sandbox: %v; want success", ip, port, err)
+	}
+}
+
+func (tn *testNet) mustBeDropped(t *testing.T, ip netip.Addr, port int) {
+	t.Helper()
+	err := tn.dial(t, ip, port)
+	var ne net.Error
+	if err == nil || !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("connect %s:%d from sandbox: %v; want timeout (dropped)", ip, port, err)
+	}
+}
+
+func newFirewall(t *testing.T, tn *testNet) *Firewall {
+	t.Helper()
+	f, err := New(tn.sandbox)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return f
+}
+
+func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
+
+func TestEnforcement(t *testing.T) {
+	tn := setupNet(t)
+	ctx := context.Background()
+	// Baseline: everything reachable before any rules.
+	for _, ip := range []netip.Addr{tn.world1, tn.world2, tn.world3, tn.world4} {
+		tn.mustConnect(t, ip, tn.httpPort)
+	}
+	tn.mustConnect(t, tn.world1, 853)
+
+	f := newFirewall(t, tn)
+	t.Cleanup(func() { _ = f.Remove(ctx) })
+	err := f.Apply(ctx, Rules{
+		DefaultDeny: true,
+		AllowCIDRs:  []netip.Prefix{netip.MustParsePrefix(tn.world1.String() + "/31"), hostPrefix(tn.world3)}, // .2,.3 and .4
+		DenyCIDRs:   []netip.Prefix{hostPrefix(tn.world2)},                                                    // .3 denied: deny wins
+		ResolverIPs: []netip.Addr{netip.MustParseAddr("127.0.0.1")},
+	})
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	t.Run("allowed CIDR connects", func(t *testing.T) { tn.mustConnect(t, tn.world1, tn.httpPort) })
+	t.Run("denied IP dropped", func(t *testing.T) { tn.mustBeDropped(t, tn.world2, tn.httpPort) })
+	t.Run("DoT dropped", func(t *testing.T) { tn.mustBeDropped(t, tn.world1, 853) })
+	t.Run("dynamic allow", func(t *testing.T) {
+		tn.mustBeDropped(t, tn.world4, tn.httpPort)
+		if err := f.AllowDynamic(ctx, []netip.Addr{tn.world4}, 30*time.Second); err != nil {
+			t.Fatalf("AllowDynamic: %v", err)
+		}
+		tn.mustConnect(t, tn.world4, tn.httpPort)
+		// Re-adding refreshes rather than fails.
+		if err := f.AllowDynamic(ctx, []netip.Addr{tn.world4, netip.MustParseAddr("2001:db8::1")}, 300*time.Second); err != nil {
+			t.Fatalf("AllowDynamic again: %v", err)
+		}
+		elems := setElements(t, tn, SetDyn4)
+		if len(elems) != 1 || elems[0].Timeout != MaxDynamicTimeout {
+			t.Fatalf("dyn_allow_v4 = %+v; want one element with timeout %v", elems, MaxDynamicTimeout)
+		}
+	})
+}
+
+func setElements(t *testing.T, tn *testNet, name string) []nftables.SetElement {
+	t.Helper()
+	c, err := nftables.New(nftables.WithNetNSFd(int(tn.sandbox)))
+	if err != nil {
+		t.Fatalf("nftables.New: %v", err)
+	}
+	s, err := c.GetSetByName(table(), name)
+	if err != nil {
+		t.Fatalf("GetSetByName(%s): %v", name, err)
+	}
+	elems, err := c.GetSetElements(s)
+	if err != nil {
+		t.Fatalf("GetSetElements(%s): %v", name, err)
+	}
+	return elems
+}
+
+func TestDNSRedirect(t *testing.T) {
+	tn := setupNet(t)
+	ctx := context.Background()
+	// The "proxy": a UDP responder on loopback in the sandbox netns.
+	var proxy net.PacketConn
+	inNS(t, tn.sandbox, func() error {
+		var err error
+		proxy, err = net.ListenPacket("udp", "127.0.0.1:0")
+		return err
+	})
+	t.Cleanup(func() { proxy.Close() })
+	got := make(chan string, 4)
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			n, from, err := proxy.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			got <- string(buf[:n])
+			_, _ = proxy.WriteTo([]byte("proxy:"+string(buf[:n])), from)
+		}
+	}()
+	// The "other resolver" in the world netns.
+	var resolver net.PacketConn
+	inNS(t, tn.world, func() error {
+		var err error
+		resolver, err = net.ListenPacket("udp", "0.0.0.0:53")
+		return err
+	})
+	t.Cleanup(func() { resolver.Close() })
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			n, from, err := resolver.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = resolver.WriteTo([]byte("world:"+string(buf[:n])), from)
+		}
+	}()
+
+	f := newFirewall(t, tn)
+	t.Cleanup(func() { _ = f.Remove(ctx) })
+	port := proxy.LocalAddr().(*net.UDPAddr).Port
+	if err := f.Apply(ctx, Rules{DefaultDeny: true, DNSProxyPort: uint16(port)}); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	ask := func(mark int) string {
+		var reply string
+		inNS(t, tn.sandbox, func() error {
+			d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+				var serr error
+				if err := rc.Control(func(fd uintptr) {
+					serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, mark)
+				}); err != nil {
+					return err
+				}
+				return serr
+			}}
+			c, err := d.Dial("udp", netip.AddrPortFrom(tn.world1, 53).String())
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := c.SetDeadline(time.Now().Add(2 * time.Second)); err != nil {
+				return err
+			}
+			if _, err := c.Write([]byte("q")); err != nil {
+				return err
+			}
+			buf := make([]byte, 64)
+			n, err := c.Read(buf)
+			if err != nil {
+				return fmt.Errorf("read reply (mark %#x): %w", mark, err)
+			}
+			reply = string(buf[:n])
+			return nil
+		})
+		return reply
+	}
+	if r := ask(0); r != "proxy:q" {
+		t.Fatalf("unmarked query to %s:53 answered %q; want the proxy (proxy:q)", tn.world1, r)
+	}
+	select {
+	case q := <-got:
+		if q != "q" {
+			t.Fatalf("proxy received %q; want q", q)
+		}
+	default:
+		t.Fatal("proxy did not receive the redirected query")
+	}
+	if r := ask(BypassMark); r != "world:q" {
+		t.Fatalf("marked query answered %q; want the real resolver (world:q)", r)
+	}
+}
+
+func TestApplyReplacesAndRemove(t *testing.T) {
+	tn := setupNet(t)
+	ctx := context.Background()
+	f := newFirewall(t, tn)
+	t.Cleanup(func() { _ = f.Remove(ctx) })
+	if err := f.AllowDynamic(ctx, []netip.Addr{tn.world1}, time.Minute); !errors.Is(err, ErrNotApplied) {
+		t.Fatalf("AllowDynamic before Apply = %v; want ErrNotApplied", err)
+	}
+	if err := f.Apply(ctx, Rules{DefaultDeny: true, AllowCIDRs: []netip.Prefix{hostPrefix(tn.world1)}}); err != nil {
+		t.Fatalf("Apply #1: %v", err)
+	}
+	if err := f.AllowDynamic(ctx, []netip.Addr{tn.world4}, time.Minute); err != nil {
+		t.Fatalf("AllowDynamic: %v", err)
+	}
+	tn.mustConnect(t, tn.world1, tn.httpPort)
+	tn.mustBeDropped(t, tn.world2, tn.httpPort)
+
+	if err := f.Apply(ctx, Rules{DefaultDeny: true, AllowCIDRs: []netip.Prefix{hostPrefix(tn.world2)}}); err != nil {
+		t.Fatalf("Apply #2: %v", err)
+	}
+	tn.mustConnect(t, tn.world2, tn.httpPort)
+	tn.mustBeDropped(t, tn.world1, tn.httpPort)
+	tn.mustBeDropped(t, tn.world4, tn.httpPort) // dynamic entries went with the old table
+	if e := setElements(t, tn, SetDyn4); len(e) != 0 {
+		t.Fatalf("dyn_allow_v4 after Apply = %+v; want empty", e)
+	}
+
+	// Default allow: unlisted addresses pass, deny still drops.
+	if err := f.Apply(ctx, Rules{DenyCIDRs: []netip.Prefix{hostPrefix(tn.world3)}}); err != nil {
+		t.Fatalf("Apply #3: %v", err)
+	}
+	tn.mustConnect(t, tn.world1, tn.httpPort)
+	tn.mustBeDropped(t, tn.world3, tn.httpPort)
+
+	if err := f.Remove(ctx); err != nil {
+		t.Fatalf("Remove: %v", err)
+	}
+	c, err := nftables.New(nftables.WithNetNSFd(int(tn.sandbox)))
+	if err != nil {
+		t.Fatalf("nftables.New: %v", err)
+	}
+	tables, err := c.ListTables()
+	if err != nil {
+		t.Fatalf("ListTables: %v", err)
+	}
+	if len(tables) != 0 {
+		t.Fatalf("tables after Remove = %d (first %q); want none", len(tables), tables[0].Name)
+	}
+	tn.mustConnect(t, tn.world3, tn.httpPort)
+	if err := f.Remove(ctx); err != nil {
+		t.Fatalf("second Remove: %v", err)
+	}
+}
