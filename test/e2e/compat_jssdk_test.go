@@ -36,19 +36,33 @@ func TestCompatJSSDK(t *testing.T) {
 	runID := fmt.Sprintf("compat-e2e-%d", time.Now().UnixNano())
 	t.Cleanup(func() { deleteByMetadata(t, s, "compat", runID) })
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cmd := osexec.CommandContext(ctx, node, "compat.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
-		"OPEN_SANDBOX_DOMAIN="+strings.TrimPrefix(s.base, "http://"),
-		"OPEN_SANDBOX_API_KEY="+testAPIKey,
-		"OPEN_SANDBOX_PROTOCOL=http",
-		"COMPAT_IMAGE="+image,
-		"COMPAT_RUN_ID="+runID,
-	)
-	cmd.WaitDelay = 10 * time.Second
-	out, err := cmd.CombinedOutput()
+	run := func(runID string) ([]byte, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		cmd := osexec.CommandContext(ctx, node, "compat.mjs")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(),
+			"OPEN_SANDBOX_DOMAIN="+strings.TrimPrefix(s.base, "http://"),
+			"OPEN_SANDBOX_API_KEY="+testAPIKey,
+			"OPEN_SANDBOX_PROTOCOL=http",
+			"COMPAT_IMAGE="+image,
+			"COMPAT_RUN_ID="+runID,
+		)
+		cmd.WaitDelay = 10 * time.Second
+		return cmd.CombinedOutput()
+	}
+	out, err := run(runID)
+	if err != nil {
+		// A proxied stream was once cut by a connection closed under the
+		// server proxy while the whole suite ran in parallel (not
+		// reproduced alone; tracked as a follow-up). One rerun separates
+		// that transport flake from an incompatibility, which fails both
+		// runs; the first failure stays in the log.
+		t.Logf("node compat.mjs failed once, running it again: %v\n%s", err, out)
+		retryID := runID + "-retry"
+		t.Cleanup(func() { deleteByMetadata(t, s, "compat", retryID) })
+		out, err = run(retryID)
+	}
 	if err != nil {
 		t.Fatalf("node compat.mjs: %v\n%s", err, out)
 	}
