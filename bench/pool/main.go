@@ -37,12 +37,7 @@ func main() {
 const key = "bench-key"
 
 func run(serverBin, execdBin, image string, n int) error {
-	dir, err := os.MkdirTemp("", "pool-bench-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	addr, stop, err := benchkit.StartServer(dir, serverBin, execdBin, key)
+	addr, stop, err := benchkit.StartServer(serverBin, execdBin, key)
 	if err != nil {
 		return err
 	}

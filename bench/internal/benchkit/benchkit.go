@@ -14,18 +14,28 @@ import (
 	"time"
 )
 
-// StartServer runs the server binary with a temporary config (in dir) on
-// a free loopback port and returns its address and a function stopping it.
-func StartServer(dir, serverBin, execdBin, apiKey string) (string, func(), error) {
+// StartServer runs the server binary with a throwaway config and store
+// on a free loopback port and returns its address and a function that
+// stops it and removes its files.
+func StartServer(serverBin, execdBin, apiKey string) (addr string, stop func(), err error) {
 	execdAbs, err := filepath.Abs(execdBin)
 	if err != nil {
 		return "", nil, err
 	}
+	dir, err := os.MkdirTemp("", "opensandbox-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
 	}
-	addr := ln.Addr().String()
+	addr = ln.Addr().String()
 	ln.Close()
 	host, port, _ := strings.Cut(addr, ":")
 	cfg := fmt.Sprintf("[server]\nhost = %q\nport = %s\napi_key = %q\n\n[log]\nlevel = \"warn\"\n\n[runtime]\ntype = \"docker\"\nexecd_path = %q\n\n[store]\npath = %q\n",
@@ -39,7 +49,7 @@ func StartServer(dir, serverBin, execdBin, apiKey string) (string, func(), error
 	if err := srv.Start(); err != nil {
 		return "", nil, err
 	}
-	stop := func() { srv.Process.Signal(os.Interrupt); srv.Wait() }
+	stop = func() { srv.Process.Signal(os.Interrupt); srv.Wait(); os.RemoveAll(dir) }
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if resp, err := http.Get("http://" + addr + "/health"); err == nil {
