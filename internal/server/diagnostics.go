@@ -47,36 +47,42 @@ type diagnosticContent struct {
 const textPlain = "text/plain; charset=utf-8"
 
 func (s *Server) diagnosticLogs(w http.ResponseWriter, r *http.Request) {
-	q, err := parseQuery(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	scope, scoped, err := parseScope(q)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	tail, err := intParam(q, "tail", defaultLogTail, 1, maxLogTail)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	since, err := parseSince(q)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	id := sandboxID(r)
-	logs, err := s.rt.Logs(r.Context(), id, runtime.LogOptions{Tail: tail, Since: since})
-	if err != nil {
-		s.writeError(w, r, fromRuntime(err, sandboxCodes, subjectSandbox(id)))
-		return
-	}
-	s.writeDiagnostic(w, id, "logs", scope, scoped, string(logs))
+	s.scopedDiagnostic(w, r, "logs", func(q url.Values, id string) (string, error) {
+		tail, err := intParam(q, "tail", defaultLogTail, 1, maxLogTail)
+		if err != nil {
+			return "", err
+		}
+		since, err := parseSince(q)
+		if err != nil {
+			return "", err
+		}
+		logs, err := s.rt.Logs(r.Context(), id, runtime.LogOptions{Tail: tail, Since: since})
+		if err != nil {
+			return "", fromRuntime(err, sandboxCodes, subjectSandbox(id))
+		}
+		return string(logs), nil
+	})
 }
 
 func (s *Server) diagnosticEvents(w http.ResponseWriter, r *http.Request) {
+	s.scopedDiagnostic(w, r, "events", func(q url.Values, id string) (string, error) {
+		limit, err := intParam(q, "limit", defaultEventLimit, 1, maxEventLimit)
+		if err != nil {
+			return "", err
+		}
+		events, err := s.rt.Events(r.Context(), id, limit)
+		if err != nil {
+			return "", fromRuntime(err, sandboxCodes, subjectSandbox(id))
+		}
+		return formatEvents(events), nil
+	})
+}
+
+// scopedDiagnostic serves a diagnostic that has both the legacy plain-text
+// form and the scoped JSON form: it parses the query and the scope, lets
+// read parse its own parameters and fetch the text, and answers in the
+// form the request asked for.
+func (s *Server) scopedDiagnostic(w http.ResponseWriter, r *http.Request, kind string, read func(q url.Values, id string) (string, error)) {
 	q, err := parseQuery(r)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -87,18 +93,13 @@ func (s *Server) diagnosticEvents(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	limit, err := intParam(q, "limit", defaultEventLimit, 1, maxEventLimit)
+	id := sandboxID(r)
+	text, err := read(q, id)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	id := sandboxID(r)
-	events, err := s.rt.Events(r.Context(), id, limit)
-	if err != nil {
-		s.writeError(w, r, fromRuntime(err, sandboxCodes, subjectSandbox(id)))
-		return
-	}
-	s.writeDiagnostic(w, id, "events", scope, scoped, formatEvents(events))
+	s.writeDiagnostic(w, id, kind, scope, scoped, text)
 }
 
 func (s *Server) diagnosticInspect(w http.ResponseWriter, r *http.Request) {
