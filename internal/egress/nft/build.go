@@ -30,9 +30,8 @@ var families = []family{
 
 // build queues sets, chains and rules for r on c.
 func build(c *nftables.Conn, t *nftables.Table, r Rules) error {
-	// Loopback destinations are always allowed: after the DNS redirect the
-	// packet still has its original output interface, so only its new
-	// destination (127.0.0.1) lets it through the egress chain.
+	// Loopback destinations are always allowed (the sidecar's own
+	// listeners live there).
 	allow := append([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}, r.AllowCIDRs...)
 	for _, ip := range r.ResolverIPs {
 		if ip.IsValid() {
@@ -75,7 +74,10 @@ func build(c *nftables.Conn, t *nftables.Table, r Rules) error {
 	}
 	ch := c.AddChain(&nftables.Chain{
 		Name: ChainName, Table: t, Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityFilter, Policy: &policy,
+		// Before the nat chain: rules see where a packet was meant to go,
+		// not where a redirect sends it, so a redirected TLS connection is
+		// still judged by its real destination.
+		Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityMangle, Policy: &policy,
 	})
 	add := func(parts ...[]expr.Any) { c.AddRule(&nftables.Rule{Table: t, Chain: ch, Exprs: concat(parts...)}) }
 
@@ -83,6 +85,11 @@ func build(c *nftables.Conn, t *nftables.Table, r Rules) error {
 	add(markIs(BypassMark), accept())
 	add(oifname("lo"), accept())
 	add(l4proto(unix.IPPROTO_ICMPV6), icmpv6NeighbourDiscovery(), accept())
+	for _, proto := range []byte{unix.IPPROTO_TCP, unix.IPPROTO_UDP} {
+		// Any port-53 packet is redirected to the DNS proxy by the nat
+		// chain below, whichever resolver it names.
+		add(l4proto(proto), dport(53), accept())
+	}
 	for _, proto := range []byte{unix.IPPROTO_TCP, unix.IPPROTO_UDP} {
 		add(l4proto(proto), dport(853), verdict(expr.VerdictDrop))
 	}
@@ -109,6 +116,16 @@ func build(c *nftables.Conn, t *nftables.Table, r Rules) error {
 	c.AddRule(&nftables.Rule{Table: t, Chain: nat, Exprs: concat(markIs(BypassMark), verdict(expr.VerdictReturn))})
 	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
 		c.AddRule(&nftables.Rule{Table: t, Chain: nat, Exprs: concat(l4proto(proto), dport(53), redirectTo(port))})
+	}
+	if r.TLSProxyPort != 0 {
+		ports := r.TLSPorts
+		if len(ports) == 0 {
+			ports = []uint16{443}
+		}
+		for _, p := range ports {
+			c.AddRule(&nftables.Rule{Table: t, Chain: nat, Exprs: concat(
+				oifnameNot("lo"), l4proto(unix.IPPROTO_TCP), dport(p), redirectTo(r.TLSProxyPort))})
+		}
 	}
 	return nil
 }
@@ -198,6 +215,12 @@ func oifname(name string) []expr.Any {
 		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: b},
 	}
+}
+
+func oifnameNot(name string) []expr.Any {
+	e := oifname(name)
+	e[1].(*expr.Cmp).Op = expr.CmpOpNeq
+	return e
 }
 
 func l4proto(p byte) []expr.Any {

@@ -3,14 +3,16 @@
 // binary is never run). It owns the table "inet opensandbox" in one network
 // namespace and nothing else there.
 //
-// The egress chain hooks output with a drop policy when the policy's default
-// is deny, so when the sidecar is gone the sandbox keeps a closed network,
-// never an open one. Rule order (first match wins):
+// The egress chain hooks output at mangle priority (-150, before any
+// redirect) with a drop policy when the policy's default is deny, so when
+// the sidecar is gone the sandbox keeps a closed network, never an open one.
+// Rule order (first match wins):
 //
 //	ct state established,related accept
-//	meta mark 0x1 accept                  (the DNS proxy's own upstream queries)
+//	meta mark 0x1 accept                  (the sidecar's own upstream traffic)
 //	oifname "lo" accept
 //	icmpv6 neighbour discovery accept     (IPv6 cannot work without it)
+//	tcp/udp dport 53 accept               (redirected to the DNS proxy below)
 //	tcp/udp dport 853 drop                (DNS over TLS)
 //	ip/ip6 daddr @deny_v4/@deny_v6 drop
 //	ip/ip6 daddr @dyn_allow_v4/@dyn_allow_v6 accept
@@ -19,7 +21,8 @@
 //
 // A nat output chain redirects udp/tcp dport 53 to the DNS proxy port,
 // except packets carrying mark 0x1, so processes cannot pick another
-// resolver.
+// resolver; with Rules.TLSProxyPort it also redirects tcp dport 443 on
+// non-loopback routes to the credential proxy.
 //
 //	ns, _ := netns.GetFromName("sandbox")
 //	fw, err := nft.New(ns)
@@ -81,6 +84,12 @@ type Rules struct {
 	// DNSProxyPort receives redirected port-53 traffic. Default
 	// DefaultDNSProxyPort.
 	DNSProxyPort uint16
+	// TLSProxyPort, when set, receives TCP connections to TLSPorts
+	// (default 443) on any non-loopback destination: the credential
+	// proxy's transparent mode. The egress chain still judges each such
+	// connection by its original destination.
+	TLSProxyPort uint16
+	TLSPorts     []uint16
 }
 
 // Firewall programs the opensandbox table in one network namespace. It is

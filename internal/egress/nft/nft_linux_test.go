@@ -398,3 +398,48 @@ func TestApplyReplacesAndRemove(t *testing.T) {
 		t.Fatalf("second Remove: %v", err)
 	}
 }
+
+// TestTLSRedirect checks the credential proxy's transparent mode: port-443
+// connections to allowed addresses land on the local proxy port with their
+// original destination recoverable; denied ones are still dropped.
+func TestTLSRedirect(t *testing.T) {
+	tn := setupNet(t)
+	ctx := context.Background()
+	var ln net.Listener
+	inNS(t, tn.sandbox, func() error {
+		var err error
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+		return err
+	})
+	t.Cleanup(func() { ln.Close() })
+	f := newFirewall(t, tn)
+	t.Cleanup(func() { _ = f.Remove(ctx) })
+	if err := f.Apply(ctx, Rules{
+		DefaultDeny:  true,
+		AllowCIDRs:   []netip.Prefix{hostPrefix(tn.world1)},
+		TLSProxyPort: uint16(ln.Addr().(*net.TCPAddr).Port),
+	}); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	got := make(chan netip.AddrPort, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(got)
+			return
+		}
+		defer c.Close()
+		dst, err := OriginalDst(c)
+		if err != nil {
+			t.Errorf("OriginalDst: %v", err)
+		}
+		got <- dst
+	}()
+	tn.mustConnect(t, tn.world1, 443)
+	if dst := <-got; dst != netip.AddrPortFrom(tn.world1, 443) {
+		t.Fatalf("original destination = %v; want %v:443", dst, tn.world1)
+	}
+	tn.mustBeDropped(t, tn.world2, 443)
+	// Other ports to allowed addresses are not redirected.
+	tn.mustConnect(t, tn.world1, tn.httpPort)
+}
