@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -28,7 +29,9 @@ import (
 func main() {
 	n := flag.Int("n", 5000, "requests per side")
 	c := flag.Int("c", 8, "concurrent clients")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the proxied run to this file")
 	flag.Parse()
+	profile = *cpuprofile
 	if err := run(*n, *c); err != nil {
 		fmt.Fprintln(os.Stderr, "egress-bench:", err)
 		os.Exit(1)
@@ -36,6 +39,8 @@ func main() {
 }
 
 const secret = "bench-secret-token"
+
+var profile string
 
 func run(n, c int) error {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -107,7 +112,16 @@ func run(n, c int) error {
 	if err != nil {
 		return fmt.Errorf("direct: %w", err)
 	}
+	if profile != "" {
+		f, err := os.Create(profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		pprof.StartCPUProfile(f)
+	}
 	pRate, pP50, err := measure(ctx, proxied, url, n, c, false)
+	pprof.StopCPUProfile()
 	if err != nil {
 		return fmt.Errorf("proxied: %w", err)
 	}

@@ -110,9 +110,14 @@ func New(cfg Config) (*Proxy, error) {
 		ExpectContinueTimeout: time.Second,
 	}
 	p.rp = &httputil.ReverseProxy{
-		Rewrite:        p.rewrite,
-		Transport:      p.transport,
-		FlushInterval:  -1, // stream: flush every write (SSE, long polls)
+		Rewrite:   p.rewrite,
+		Transport: p.transport,
+		// Bodies of unknown length and event streams are flushed on every
+		// write (ReverseProxy forces that); a body of known length is held
+		// at most this long. Flushing every write (-1) for all bodies cost
+		// a separate TLS record, write syscall and timer goroutine for the
+		// headers of every response, before the body.
+		FlushInterval:  10 * time.Millisecond,
 		BufferPool:     bufferPool{},
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.errorHandler,
