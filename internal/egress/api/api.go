@@ -53,6 +53,9 @@ type Config struct {
 	// Ready reports readiness for /healthz: nil error means ready; nil
 	// Ready means always ready.
 	Ready func(ctx context.Context) error
+	// Vault, when set, serves /credential-vault and everything under it,
+	// behind the same token check as /policy.
+	Vault http.Handler
 	// MaxBodyBytes caps request bodies; default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// Logger receives internal causes of 500 replies; default
@@ -88,6 +91,11 @@ func New(cfg Config) (*API, error) {
 			h = a.auth(h)
 		}
 		mux.Handle(rt.pattern, h)
+	}
+	if cfg.Vault != nil {
+		v := a.auth(cfg.Vault)
+		mux.Handle("/credential-vault", v)
+		mux.Handle("/credential-vault/", v)
 	}
 	a.handler = mux
 	return a, nil

@@ -323,3 +323,17 @@ func TestRouting(t *testing.T) {
 		t.Error("New without Store: no error")
 	}
 }
+
+func TestVaultMountedBehindToken(t *testing.T) {
+	f := newFixture(t, "", func(c *Config) {
+		c.Vault = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "vault "+r.URL.Path) })
+	})
+	for _, path := range []string{"/credential-vault", "/credential-vault/bindings/x"} {
+		if code, _, _ := f.do(t, "GET", path, "", "wrong"); code != 401 {
+			t.Errorf("GET %s with a wrong token = %d, want 401", path, code)
+		}
+		if code, _, body := f.do(t, "GET", path, ""); code != 200 || body != "vault "+path {
+			t.Errorf("GET %s = %d %q", path, code, body)
+		}
+	}
+}
