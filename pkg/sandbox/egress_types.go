@@ -1,5 +1,11 @@
 package sandbox
 
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+)
+
 // Wire types of the egress sidecar's API (port EgressPort, token header
 // EgressAuthHeader). The policy routes exchange NetworkPolicy and
 // NetworkRule, defined with the lifecycle types.
@@ -26,6 +32,50 @@ type PolicyStatus struct {
 	Policy          *NetworkPolicy `json:"policy,omitempty"`
 }
 
+// Redacted is what a Secret prints, formats and logs as.
+const Redacted = "[REDACTED]"
+
+// Secret is a credential value. It is a string underneath and marshals to
+// JSON as that string, because the SDK must send it to the sidecar; but
+// String, GoString, every fmt verb and slog print "[REDACTED]", so a stray
+// %v, %d or log call cannot leak it. Convert with string(s) to read it.
+//
+// Redaction covers the value itself and structs holding it when printed
+// with fmt or a slog text handler. encoding/json (including slog's JSON
+// handler on a struct that holds a Secret) sees the real value; the types
+// that carry one (Credential and the vault requests) implement
+// slog.LogValuer so that logging them is safe too. The sidecar never puts
+// a Credential in a reply: it answers with metadata views only.
+type Secret string
+
+// String implements fmt.Stringer.
+func (Secret) String() string { return Redacted }
+
+// GoString implements fmt.GoStringer.
+func (Secret) GoString() string { return Redacted }
+
+// Format implements fmt.Formatter for every verb, width and flag.
+func (Secret) Format(f fmt.State, _ rune) { f.Write([]byte(Redacted)) }
+
+// LogValue implements slog.LogValuer.
+func (Secret) LogValue() slog.Value { return slog.StringValue(Redacted) }
+
+// UnmarshalJSON implements json.Unmarshaler. It reads a JSON string, as
+// the default decoding would, but a type error names the JSON type
+// ("string") rather than this Go type.
+func (s *Secret) UnmarshalJSON(b []byte) error {
+	var v string
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*s = Secret(v)
+	return nil
+}
+
+// CredentialSourceInline is the only credential source type today: the
+// value travels in the request body.
+const CredentialSourceInline = "inline"
+
 // Credential is a secret held by the sidecar's credential vault. Its value
 // is write-only: the API never returns it.
 type Credential struct {
@@ -33,11 +83,22 @@ type Credential struct {
 	Source CredentialSource `json:"source"`
 }
 
+// LogValue implements slog.LogValuer: the name and source type, no value.
+func (c Credential) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("name", c.Name), slog.String("sourceType", c.Source.Type))
+}
+
 // CredentialSource says where a credential's value comes from. Type is
-// "inline" (the only source today) and Value is the secret itself.
+// CredentialSourceInline and Value is the secret itself (required for
+// inline; never returned by the sidecar).
 type CredentialSource struct {
 	Type  string `json:"type"`
-	Value string `json:"value"`
+	Value Secret `json:"value,omitempty"`
+}
+
+// LogValue implements slog.LogValuer: the type, no value.
+func (s CredentialSource) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("type", s.Type))
 }
 
 // CredentialBinding says which outbound requests receive which credential.
@@ -47,15 +108,15 @@ type CredentialBinding struct {
 	Auth  CredentialAuth  `json:"auth"`
 }
 
-// CredentialMatch selects requests. Only Hosts is required; the sidecar
-// defaults Schemes to [https], Ports to [443], Methods to
-// [GET POST PUT PATCH DELETE] and Paths to ["/*"].
+// CredentialMatch selects requests. Every list is OR within itself and AND
+// across lists; only Hosts is required and empty lists take the defaults
+// noted per field.
 type CredentialMatch struct {
-	Schemes []string `json:"schemes,omitempty"`
-	Ports   []int    `json:"ports,omitempty"`
-	Hosts   []string `json:"hosts"`
-	Methods []string `json:"methods,omitempty"`
-	Paths   []string `json:"paths,omitempty"`
+	Schemes []string `json:"schemes,omitempty"` // default [https]; https or http
+	Ports   []int    `json:"ports,omitempty"`   // default [443]
+	Hosts   []string `json:"hosts"`             // exact host or *.domain (subdomains only)
+	Methods []string `json:"methods,omitempty"` // default [GET POST PUT PATCH DELETE]
+	Paths   []string `json:"paths,omitempty"`   // default ["/*"]; exact, or prefix when ending in *
 }
 
 // Credential auth types (CredentialAuth.Type).
@@ -128,6 +189,19 @@ type CreateCredentialVaultRequest struct {
 	Bindings    []CredentialBinding `json:"bindings"`
 }
 
+// LogValue implements slog.LogValuer: names only, no secret values.
+func (r CreateCredentialVaultRequest) LogValue() slog.Value {
+	return slog.GroupValue(slog.Any("credentials", credentialNames(r.Credentials)), slog.Int("bindings", len(r.Bindings)))
+}
+
+func credentialNames(cs []Credential) []string {
+	names := make([]string, len(cs))
+	for i, c := range cs {
+		names[i] = c.Name
+	}
+	return names
+}
+
 // PatchCredentialVaultRequest is the body of PATCH /credential-vault: one
 // atomic change. ExpectedRevision, when set, makes the change fail with a
 // conflict unless the vault is still at that revision.
@@ -137,11 +211,34 @@ type PatchCredentialVaultRequest struct {
 	Bindings         *CredentialBindingMutations `json:"bindings,omitempty"`
 }
 
+// LogValue implements slog.LogValuer: names only, no secret values.
+func (r PatchCredentialVaultRequest) LogValue() slog.Value {
+	var attrs []slog.Attr
+	if r.ExpectedRevision != nil {
+		attrs = append(attrs, slog.Int64("expectedRevision", *r.ExpectedRevision))
+	}
+	if c := r.Credentials; c != nil {
+		attrs = append(attrs, slog.Any("credentials", *c))
+	}
+	if b := r.Bindings; b != nil {
+		attrs = append(attrs, slog.Group("bindings",
+			slog.Int("add", len(b.Add)), slog.Int("replace", len(b.Replace)), slog.Any("delete", b.Delete)))
+	}
+	return slog.GroupValue(attrs...)
+}
+
 // CredentialMutations adds, replaces and deletes (by name) credentials.
+// The sidecar applies deletes first, then replaces (which must exist), then
+// adds (which must not); a name may appear once.
 type CredentialMutations struct {
 	Add     []Credential `json:"add,omitempty"`
 	Replace []Credential `json:"replace,omitempty"`
 	Delete  []string     `json:"delete,omitempty"`
+}
+
+// LogValue implements slog.LogValuer: names only, no secret values.
+func (m CredentialMutations) LogValue() slog.Value {
+	return slog.GroupValue(slog.Any("add", credentialNames(m.Add)), slog.Any("replace", credentialNames(m.Replace)), slog.Any("delete", m.Delete))
 }
 
 // CredentialBindingMutations adds, replaces and deletes (by name) bindings.

@@ -149,7 +149,8 @@ func pathMatches(pattern, path string) bool {
 	return pattern == path
 }
 
-func (m *RequestMatch) matches(scheme, host string, port int, method, path string) bool {
+// matches reports whether the request (normalized) is selected by m.
+func matches(m *RequestMatch, scheme, host string, port int, method, path string) bool {
 	return slices.Contains(m.Schemes, scheme) && slices.Contains(m.Ports, port) &&
 		slices.Contains(m.Methods, method) &&
 		slices.ContainsFunc(m.Hosts, func(p string) bool { return hostMatches(p, host) }) &&

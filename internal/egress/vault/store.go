@@ -223,7 +223,7 @@ func (s *Store) Match(scheme, host string, port int, method, path string) (http.
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
 	found := -1
 	for i := range snap.bindings {
-		if snap.bindings[i].match.matches(scheme, host, port, method, path) {
+		if matches(&snap.bindings[i].match, scheme, host, port, method, path) {
 			if found >= 0 {
 				return nil, false // validation forbids this; stay safe anyway
 			}

@@ -74,10 +74,10 @@ func TestValidation(t *testing.T) {
 		{"name on bearer", func(r *CreateRequest) { r.Bindings[0].Auth.Name = "X-Key" }, `auth.name applies only to type "apiKey"`},
 		{"customHeaders empty", func(r *CreateRequest) { r.Bindings[0].Auth = Auth{Type: AuthCustomHeaders} }, `auth.headers needs at least one header`},
 		{"customHeaders duplicate header", func(r *CreateRequest) {
-			r.Bindings[0].Auth = Auth{Type: AuthCustomHeaders, Headers: []HeaderRef{{"X-A", "a"}, {"x-a", "b"}}}
+			r.Bindings[0].Auth = Auth{Type: AuthCustomHeaders, Headers: []HeaderRef{{Name: "X-A", Credential: "a"}, {Name: "x-a", Credential: "b"}}}
 		}, `auth.headers[1]: header "X-A" appears twice`},
 		{"customHeaders unknown credential", func(r *CreateRequest) {
-			r.Bindings[0].Auth = Auth{Type: AuthCustomHeaders, Headers: []HeaderRef{{"X-A", "zz"}}}
+			r.Bindings[0].Auth = Auth{Type: AuthCustomHeaders, Headers: []HeaderRef{{Name: "X-A", Credential: "zz"}}}
 		}, `auth.headers[0].credential "zz" references an unknown credential`},
 		{"exact overlap", func(r *CreateRequest) {
 			r.Bindings = append(r.Bindings, binding("gh2", []string{"API.github.com."}, Auth{Type: AuthBearer, Credential: "b"}))
@@ -134,7 +134,7 @@ func TestMatch(t *testing.T) {
 	key := binding("key", []string{"api.openai.com"}, Auth{Type: AuthAPIKey, Name: "x-api-key", Credential: "a"})
 	key.Match.Paths = []string{"/v1/*"}
 	key.Match.Methods = []string{"POST"}
-	custom := binding("custom", []string{"10.0.0.7"}, Auth{Type: AuthCustomHeaders, Headers: []HeaderRef{{"X-Id", "a"}, {"X-Secret", "b"}}})
+	custom := binding("custom", []string{"10.0.0.7"}, Auth{Type: AuthCustomHeaders, Headers: []HeaderRef{{Name: "X-Id", Credential: "a"}, {Name: "X-Secret", Credential: "b"}}})
 	custom.Match.Ports = []int{8443}
 	req.Bindings = append(req.Bindings, key, custom)
 	if _, err := s.Create(req); err != nil {
