@@ -48,7 +48,7 @@ type Config struct {
 type Proxy struct {
 	cfg       Config
 	log       *slog.Logger
-	transport *http.Transport
+	upstreams *upstreams
 	rp        *httputil.ReverseProxy
 	tlsConfig *tls.Config
 }
@@ -63,12 +63,13 @@ type connInfo struct {
 
 type forwardKey struct{}
 
-// forward is what rewrite and dial need to know about one request.
+// forward is what rewrite and the upstream pool need to know about one
+// request.
 type forward struct {
-	host     string // SNI host (or destination IP without SNI): upstream TLS name
-	port     int
-	dialAddr string      // original destination address
-	inject   http.Header // nil when no binding matched
+	host   string // SNI host (or destination IP without SNI): upstream TLS name
+	port   int
+	key    upstreamKey
+	inject http.Header // nil when no binding matched
 }
 
 // New builds a Proxy.
@@ -91,27 +92,10 @@ func New(cfg Config) (*Proxy, error) {
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
-	p.transport = &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			// Connections pool under the TLS host name; they go to the
-			// address the sandbox dialled, never to one we resolve.
-			if f, ok := ctx.Value(forwardKey{}).(*forward); ok {
-				addr = f.dialAddr
-			}
-			return dial(ctx, network, addr)
-		},
-		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
-		TLSNextProto:          map[string]func(string, *tls.Conn) http.RoundTripper{}, // HTTP/1.1 upstream
-		DisableCompression:    true,                                                   // pass Accept-Encoding through untouched
-		MaxIdleConns:          256,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-	}
+	p.upstreams = &upstreams{roots: roots, dial: dial, m: make(map[upstreamKey]*http.Transport)}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:   p.rewrite,
-		Transport: p.transport,
+		Transport: p.upstreams,
 		// Bodies of unknown length and event streams are flushed on every
 		// write (ReverseProxy forces that); a body of known length is held
 		// at most this long. Flushing every write (-1) for all bodies cost
@@ -161,7 +145,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 		}
 	}()
 	err := srv.Serve(tls.NewListener(ln, p.tlsConfig))
-	p.transport.CloseIdleConnections()
+	p.upstreams.closeIdle()
 	if errors.Is(err, http.ErrServerClosed) && ctx.Err() != nil {
 		return nil
 	}
@@ -205,7 +189,7 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Host header does not match the TLS server name", http.StatusMisdirectedRequest)
 		return
 	}
-	f := &forward{host: host, port: ci.port, dialAddr: net.JoinHostPort(ci.host, strconv.Itoa(ci.port))}
+	f := &forward{host: host, port: ci.port, key: upstreamKey{addr: net.JoinHostPort(ci.host, strconv.Itoa(ci.port)), serverName: host}}
 	if p.cfg.Injector != nil {
 		if pth, ok := canonicalPath(r.URL); ok {
 			f.inject, _ = p.cfg.Injector.Match("https", host, ci.port, r.Method, pth)

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/opensandbox-go/opensandbox/internal/egress/vault"
@@ -40,6 +41,9 @@ type env struct {
 	mu         sync.Mutex
 	seen       []http.Header // request headers the origin received
 	proxyCA    *CA
+	// originConns counts connections the origin accepted, and
+	// originFullHandshakes the TLS handshakes that did not resume.
+	originConns, originFullHandshakes atomic.Int64
 }
 
 func (e *env) url(host, path string) string {
@@ -75,7 +79,15 @@ func newEnv(t *testing.T, bindings []vault.CredentialBinding, handler http.Handl
 		}
 	}
 	origin := httptest.NewUnstartedServer(handler)
-	origin.TLS = &tls.Config{GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) { return originCA.Leaf(h.ServerName) }}
+	origin.TLS = &tls.Config{GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		e.originFullHandshakes.Add(1) // not called when a session resumes
+		return originCA.Leaf(h.ServerName)
+	}}
+	origin.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			e.originConns.Add(1)
+		}
+	}
 	origin.StartTLS()
 	t.Cleanup(origin.Close)
 	e.originPort = origin.Listener.Addr().(*net.TCPAddr).Port
@@ -483,5 +495,125 @@ func TestCA(t *testing.T) {
 	blk, rest := pem.Decode(data)
 	if blk == nil || blk.Type != "CERTIFICATE" || len(bytes.TrimSpace(rest)) != 0 {
 		t.Fatalf("%s: want exactly one CERTIFICATE block (and no key)", path)
+	}
+}
+
+// TestOriginConnectionReused checks the proxy keeps origin connections
+// alive across requests and sandbox connections, and pools them per server
+// name.
+func TestOriginConnectionReused(t *testing.T) {
+	e := newEnv(t, standardBindings(), nil)
+	for i := range 3 {
+		if code, _ := e.do(t, "GET", e.url("bearer.test", "/"), nil, nil); code != 200 {
+			t.Fatalf("request %d: status %d, want 200", i, code)
+		}
+	}
+	if got := e.originConns.Load(); got != 1 {
+		t.Errorf("3 requests on one sandbox connection: origin accepted %d connections, want 1", got)
+	}
+	e.client.CloseIdleConnections() // the next request comes on a new sandbox connection
+	if code, _ := e.do(t, "GET", e.url("bearer.test", "/"), nil, nil); code != 200 {
+		t.Fatalf("status %d, want 200", code)
+	}
+	if got := e.originConns.Load(); got != 1 {
+		t.Errorf("after a new sandbox connection: origin accepted %d connections, want 1", got)
+	}
+	if code, _ := e.do(t, "GET", e.url("unbound.test", "/"), nil, nil); code != 200 {
+		t.Fatalf("status %d, want 200", code)
+	}
+	if got := e.originConns.Load(); got != 2 {
+		t.Errorf("after a request for another server name: origin accepted %d connections, want 2", got)
+	}
+	if got := e.originFullHandshakes.Load(); got != 2 {
+		t.Errorf("origin did %d full TLS handshakes, want 2", got)
+	}
+}
+
+// TestOriginSessionResumed checks a new origin connection resumes the TLS
+// session of the previous one instead of a full handshake.
+func TestOriginSessionResumed(t *testing.T) {
+	e := newEnv(t, standardBindings(), func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		io.WriteString(w, "ok")
+	})
+	for i := range 3 {
+		if code, _ := e.do(t, "GET", e.url("bearer.test", "/"), nil, nil); code != 200 {
+			t.Fatalf("request %d: status %d, want 200", i, code)
+		}
+	}
+	if got := e.originConns.Load(); got != 3 {
+		t.Errorf("origin accepted %d connections, want 3 (it closes each)", got)
+	}
+	if got := e.originFullHandshakes.Load(); got != 1 {
+		t.Errorf("origin did %d full TLS handshakes for 3 connections, want 1 (then resumed)", got)
+	}
+}
+
+// TestPoolKeyedByOriginalDst sends requests with one server name to two
+// original destinations: an origin connection pooled for one destination
+// must not carry a request meant for the other.
+func TestPoolKeyedByOriginalDst(t *testing.T) {
+	originCA, err := NewCA("origin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lnA, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := lnA.Addr().(*net.TCPAddr).Port
+	lnB, err := net.Listen("tcp", net.JoinHostPort("127.0.0.2", strconv.Itoa(port)))
+	if err != nil {
+		lnA.Close()
+		t.Skipf("second loopback address unavailable: %v", err)
+	}
+	for name, ln := range map[string]net.Listener{"A": lnA, "B": lnB} {
+		o := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, name)
+		})}}
+		o.TLS = &tls.Config{GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) { return originCA.Leaf(h.ServerName) }}
+		o.StartTLS()
+		t.Cleanup(o.Close)
+	}
+	var dst atomic.Value
+	ca, err := NewCA("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{
+		CA:          ca,
+		OriginalDst: func(net.Conn) (string, int) { return dst.Load().(string), port },
+		ExtraRoots:  []*x509.Certificate{originCA.Certificate()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go p.Serve(ctx, ln)
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Certificate())
+	c := &http.Client{Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: roots},
+		DisableKeepAlives: true, // each request a new sandbox connection, so OriginalDst is asked each time
+		DialContext: func(ctx context.Context, n, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, n, ln.Addr().String())
+		},
+	}}
+	for _, want := range []string{"A", "B", "A", "B"} {
+		dst.Store(map[string]string{"A": "127.0.0.1", "B": "127.0.0.2"}[want])
+		resp, err := c.Get("https://same.test:" + strconv.Itoa(port) + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != want {
+			t.Errorf("request for destination %s answered by %q", want, b)
+		}
 	}
 }
