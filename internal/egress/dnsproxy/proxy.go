@@ -6,7 +6,7 @@
 // address it cannot reach. Any failure answers SERVFAIL: the proxy fails
 // closed.
 //
-// The package depends only on miekg/dns and x/sys; the policy and the
+// The package depends only on miekg/dns and sockmark; the policy and the
 // firewall are reached through the small Decider and AllowedFunc types
 // declared here.
 //
@@ -34,6 +34,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/opensandbox-go/opensandbox/internal/egress/sockmark"
 )
 
 // Defaults used when the corresponding Config field is zero.
@@ -262,7 +264,7 @@ func (p *Proxy) forward(ctx context.Context, network string, r *dns.Msg) (*dns.M
 		Timeout: p.cfg.Timeout,
 		Dialer: &net.Dialer{
 			Timeout: p.cfg.Timeout,
-			Control: markControl(p.cfg.Mark),
+			Control: sockmark.Control(p.cfg.Mark),
 		},
 	}
 	var errs []error

@@ -1,4 +1,4 @@
-package dnsproxy
+package sockmark
 
 import (
 	"fmt"
@@ -7,9 +7,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// markControl returns a net.Dialer Control func that sets SO_MARK to mark,
+// Control returns a net.Dialer Control func that sets SO_MARK to mark,
 // or nil when mark is 0.
-func markControl(mark int) func(network, address string, c syscall.RawConn) error {
+func Control(mark int) func(network, address string, c syscall.RawConn) error {
 	if mark == 0 {
 		return nil
 	}
@@ -18,10 +18,10 @@ func markControl(mark int) func(network, address string, c syscall.RawConn) erro
 		if err := c.Control(func(fd uintptr) {
 			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, mark)
 		}); err != nil {
-			return fmt.Errorf("dnsproxy: raw conn control: %w", err)
+			return fmt.Errorf("sockmark: raw conn control: %w", err)
 		}
 		if serr != nil {
-			return fmt.Errorf("dnsproxy: set SO_MARK %#x on %s socket to %s: %w", mark, network, address, serr)
+			return fmt.Errorf("sockmark: set SO_MARK %#x on %s socket to %s: %w", mark, network, address, serr)
 		}
 		return nil
 	}

@@ -1,4 +1,4 @@
-package dnsproxy
+package sockmark
 
 import (
 	"net"
@@ -27,7 +27,7 @@ func TestMarkControlSetsSOMark(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("setting SO_MARK needs CAP_NET_ADMIN; run as root")
 	}
-	d := net.Dialer{Control: markControl(0x1)}
+	d := net.Dialer{Control: Control(0x1)}
 	c, err := d.Dial("udp", "127.0.0.1:9")
 	if err != nil {
 		t.Fatalf("Dial with mark: %v", err)
