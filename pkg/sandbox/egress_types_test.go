@@ -74,3 +74,20 @@ func TestSecretMarshalsRealValue(t *testing.T) {
 		t.Errorf("Unmarshal of a number value: err = %v, want a type error naming string", err)
 	}
 }
+
+func TestCreateOptionsEgress(t *testing.T) {
+	np := &NetworkPolicy{DefaultAction: "deny", Egress: []NetworkRule{{Action: "allow", Target: "pypi.org"}}}
+	b, err := json.Marshal(CreateOptions{Image: "x", NetworkPolicy: np, CredentialProxy: true}.request())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"networkPolicy":{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]}`, `"credentialProxy":{"enabled":true}`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("create request %s lacks %s", b, want)
+		}
+	}
+	b, _ = json.Marshal(CreateOptions{Image: "x"}.request())
+	if strings.Contains(string(b), "credentialProxy") || strings.Contains(string(b), "networkPolicy") {
+		t.Errorf("create request without egress options = %s, want neither field", b)
+	}
+}

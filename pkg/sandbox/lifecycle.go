@@ -48,8 +48,13 @@ type CreateOptions struct {
 	Volumes []Volume
 	// Platform selects OS and architecture; nil for the server's own.
 	Platform *PlatformSpec
-	// NetworkPolicy is the egress policy; nil for none.
+	// NetworkPolicy is the egress policy; nil for none (no egress
+	// sidecar, so Sandbox.Egress has nothing to talk to).
 	NetworkPolicy *NetworkPolicy
+	// CredentialProxy turns on the sidecar's credential proxy, which
+	// injects the credentials written with Sandbox.CredentialVault into
+	// matching outbound HTTPS requests. It needs NetworkPolicy.
+	CredentialProxy bool
 	// ReadyTimeout bounds the wait for Running and for execd to answer
 	// /ping. Default 30s.
 	ReadyTimeout time.Duration
@@ -73,6 +78,9 @@ func (o CreateOptions) request() CreateSandboxRequest {
 	}
 	if o.Image != "" {
 		req.Image = &ImageSpec{URI: o.Image, Auth: o.ImageAuth}
+	}
+	if o.CredentialProxy {
+		req.CredentialProxy = &CredentialProxyConfig{Enabled: true}
 	}
 	if len(req.Entrypoint) == 0 {
 		req.Entrypoint = []string{"tail", "-f", "/dev/null"}

@@ -20,6 +20,7 @@ type Sandbox struct {
 	mu     sync.RWMutex
 	execd  string      // execd base URL, no trailing slash
 	header http.Header // endpoint headers (access token ...)
+	egress *Egress     // made on first use by Egress
 }
 
 // handle resolves the execd endpoint of sandbox id into a Sandbox.
@@ -34,26 +35,37 @@ func (c *Client) handle(ctx context.Context, id string) (*Sandbox, error) {
 // resolve (re)reads the execd endpoint, directly or through the server
 // proxy as the Client is configured.
 func (s *Sandbox) resolve(ctx context.Context) error {
-	ep, err := s.c.Endpoint(ctx, s.id, ExecdPort, s.c.o.serverProxy)
+	base, h, err := s.c.target(ctx, s.id, ExecdPort)
 	if err != nil {
 		return err
-	}
-	h := http.Header{}
-	for k, v := range ep.Headers {
-		h.Set(k, v)
-	}
-	if s.c.o.serverProxy && s.c.o.apiKey != "" {
-		// Harmless: the proxy strips it and adds the execd token itself.
-		h.Set(APIKeyHeader, s.c.o.apiKey)
-	}
-	base := s.c.scheme + "://" + trimSlash(ep.Endpoint)
-	if _, err := url.Parse(base); err != nil {
-		return fmt.Errorf("sandbox %s: bad execd endpoint %q: %w", s.id, ep.Endpoint, err)
 	}
 	s.mu.Lock()
 	s.execd, s.header = base, h
 	s.mu.Unlock()
 	return nil
+}
+
+// target resolves port of sandbox id, directly or through the server proxy
+// as the Client is configured, into a base URL without a trailing slash and
+// the headers every request to it must carry.
+func (c *Client) target(ctx context.Context, id string, port int) (string, http.Header, error) {
+	ep, err := c.Endpoint(ctx, id, port, c.o.serverProxy)
+	if err != nil {
+		return "", nil, err
+	}
+	h := http.Header{}
+	for k, v := range ep.Headers {
+		h.Set(k, v)
+	}
+	if c.o.serverProxy && c.o.apiKey != "" {
+		// Harmless: the proxy strips it and adds the execd token itself.
+		h.Set(APIKeyHeader, c.o.apiKey)
+	}
+	base := c.scheme + "://" + trimSlash(ep.Endpoint)
+	if _, err := url.Parse(base); err != nil {
+		return "", nil, fmt.Errorf("sandbox %s: bad endpoint %q for port %d: %w", id, ep.Endpoint, port, err)
+	}
+	return base, h, nil
 }
 
 func trimSlash(s string) string {
@@ -120,6 +132,9 @@ func (s *Sandbox) Resume(ctx context.Context) error {
 	fresh.mu.RUnlock()
 	s.mu.Lock()
 	s.execd, s.header = base, h
+	if s.egress != nil {
+		s.egress.forget() // the sidecar may be reached elsewhere now
+	}
 	s.mu.Unlock()
 	return nil
 }
