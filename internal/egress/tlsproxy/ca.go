@@ -8,7 +8,9 @@
 //
 // Only HTTP/1.1 is spoken to the sandbox (ALPN offers http/1.1 only). Bodies
 // stream both ways; nothing is buffered whole. Header values are never
-// logged.
+// logged. Origin connections are kept alive and reused (and their TLS
+// sessions resumed) only for the same original destination and server
+// name; credentials are per request, never per connection.
 //
 // The package uses the standard library only and must not import the vault
 // package: consumers hand it anything with a Match method.
