@@ -2,63 +2,91 @@ package osbcli
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
-// errEgressUnavailable is what every egress and credential-vault command
-// answers until the server runs the egress sidecar.
-var errEgressUnavailable = withHint(errors.New("egress control is not available on this server yet"),
-	"network policies and the credential vault arrive with the egress sidecar; see docs/cli.md")
-
-func unavailable(use, short, example string, args cobra.PositionalArgs) *cobra.Command {
-	return &cobra.Command{
-		Use:     use,
-		Short:   short + " (not available on this server yet)",
-		Example: example,
-		Args:    args,
-		RunE:    func(*cobra.Command, []string) error { return errEgressUnavailable },
-	}
-}
+// The egress commands talk to a sandbox's egress sidecar, found like execd
+// through the lifecycle server's endpoint route (port 18080). Only
+// sandboxes created with a network policy have one.
 
 func (a *app) egressCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "egress",
-		Short: "Network egress policy of a sandbox (not available on this server yet)",
+		Short: "Network egress policy of a sandbox",
+		Long: `Inspect and change where a sandbox may connect to. Only sandboxes created
+with a network policy (osb sandbox create --network-policy-file) have one.`,
 	}
-	patch := unavailable("patch <sandbox-id>", "Add or override egress rules",
-		"  osb egress patch 3f2c9a1e-... --rule allow=pypi.org --rule deny=*.example.com", exactArgs(1, "<sandbox-id>"))
-	patch.Flags().StringArray("rule", nil, "ACTION=TARGET, action allow or deny (repeatable)")
 	cmd.AddCommand(
-		unavailable("get <sandbox-id>", "Show the egress policy", "  osb egress get 3f2c9a1e-...", exactArgs(1, "<sandbox-id>")),
-		patch,
+		a.egressGetCommand(),
+		a.egressPatchCommand(),
+		a.egressSetCommand(),
+		a.egressDeleteCommand(),
 	)
 	return cmd
 }
 
-func (a *app) credentialVaultCommand() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "credential-vault",
-		Short: "Credentials injected into outbound HTTPS (not available on this server yet)",
+// egressHint adds what to do next to errors of the egress sidecar.
+func egressHint(err error, id string) error {
+	var ae *sandbox.APIError
+	if !errors.As(err, &ae) {
+		return err
 	}
-	id := exactArgs(1, "<sandbox-id>")
-	create := unavailable("create <sandbox-id>", "Create the vault from a JSON/YAML file", "  osb credential-vault create 3f2c9a1e-... --file vault.yaml", id)
-	create.Flags().String("file", "", `vault file (JSON or YAML, "-" for stdin)`)
-	patch := unavailable("patch <sandbox-id>", "Change credentials and bindings", "  osb credential-vault patch 3f2c9a1e-... --file patch.json", id)
-	patch.Flags().String("file", "", `patch file (JSON or YAML, "-" for stdin)`)
-	credential := &cobra.Command{Use: "credential", Short: "Credential metadata"}
-	credential.AddCommand(
-		unavailable("list <sandbox-id>", "List credentials", "  osb credential-vault credential list 3f2c9a1e-...", id),
-		unavailable("get <sandbox-id> <name>", "Show a credential", "  osb credential-vault credential get 3f2c9a1e-... github", exactArgs(2, "<sandbox-id> <name>")),
-	)
-	binding := &cobra.Command{Use: "binding", Short: "Credential bindings"}
-	binding.AddCommand(
-		unavailable("list <sandbox-id>", "List bindings", "  osb credential-vault binding list 3f2c9a1e-...", id),
-		unavailable("get <sandbox-id> <name>", "Show a binding", "  osb credential-vault binding get 3f2c9a1e-... github-api", exactArgs(2, "<sandbox-id> <name>")),
-	)
-	cmd.AddCommand(create, patch,
-		unavailable("get <sandbox-id>", "Show the vault", "  osb credential-vault get 3f2c9a1e-...", id),
-		unavailable("delete <sandbox-id>", "Delete the vault", "  osb credential-vault delete 3f2c9a1e-...", id),
-		credential, binding)
-	return cmd
+	switch {
+	case strings.HasPrefix(ae.Code, "EGRESS::") && ae.StatusCode == 401:
+		return withHint(err, "the sidecar refused its token; the lifecycle server hands it out with the endpoint (osb sandbox endpoint "+id+" -p 18080)")
+	case strings.HasPrefix(ae.Code, "EGRESS::") && ae.StatusCode == 426:
+		return withHint(err, "reach the sidecar through the server proxy: --use-server-proxy")
+	case !strings.HasPrefix(ae.Code, "EGRESS::") && ae.StatusCode == 404:
+		return withHint(err, fmt.Sprintf("no sandbox %q, or it has no egress sidecar (create it with --network-policy-file); list sandboxes with: osb sandbox list", id))
+	}
+	return err
+}
+
+// parseRules reads --rule ACTION=TARGET flags.
+func parseRules(items []string) ([]sandbox.NetworkRule, error) {
+	rules := make([]sandbox.NetworkRule, 0, len(items))
+	for _, it := range items {
+		action, target, ok := strings.Cut(it, "=")
+		action = strings.ToLower(strings.TrimSpace(action))
+		target = strings.TrimSpace(target)
+		if !ok || (action != "allow" && action != "deny") || target == "" {
+			return nil, usagef("--rule %q: want ACTION=TARGET with ACTION allow or deny and TARGET a domain, *.domain, IP or CIDR, e.g. --rule allow=pypi.org", it)
+		}
+		rules = append(rules, sandbox.NetworkRule{Action: action, Target: target})
+	}
+	return rules, nil
+}
+
+// policyView prints a policy status as key/value rows, one rule a line.
+func policyView(st *sandbox.PolicyStatus) view {
+	return view{data: st, table: func(t *tableWriter) {
+		t.row("MODE", st.Mode)
+		t.row("ENFORCEMENT", dash(st.EnforcementMode))
+		if st.Reason != "" {
+			t.row("REASON", st.Reason)
+		}
+		def, rules := "deny", []sandbox.NetworkRule(nil)
+		if p := st.Policy; p != nil {
+			rules = p.Egress
+			if p.DefaultAction != "" {
+				def = p.DefaultAction
+			}
+		}
+		t.row("DEFAULT", def)
+		if len(rules) == 0 {
+			t.row("RULES", "-")
+		}
+		for i, r := range rules {
+			key := ""
+			if i == 0 {
+				key = "RULES"
+			}
+			t.row(key, r.Action+" "+r.Target)
+		}
+	}}
 }

@@ -36,7 +36,9 @@ func TestRunExitCodes(t *testing.T) {
 		{"unknown command", []string{"sandbox", "explode"}, 2, ""},
 		{"missing argument", []string{"sandbox", "get"}, 2, "<sandbox-id>"},
 		{"bad output format", []string{"sandbox", "list", "-o", "xml"}, 2, "table, json, yaml, raw"},
-		{"egress", []string{"egress", "get", "sb-1"}, 1, "egress control is not available on this server yet"},
+		{"egress bad rule", []string{"egress", "patch", "sb-1", "--rule", "permit=pypi.org"}, 2, `--rule "permit=pypi.org": want ACTION=TARGET`},
+		{"egress no rule", []string{"egress", "patch", "sb-1"}, 2, "give --rule"},
+		{"credential proxy alone", []string{"sandbox", "create", "-i", "x", "--credential-proxy"}, 2, "needs --network-policy-file"},
 		{"bad protocol", []string{"--protocol", "gopher", "sandbox", "list"}, 1, "connection.protocol"},
 		{"help", []string{"--help"}, 0, ""},
 	}

@@ -37,17 +37,17 @@ func (a *app) sandboxCreateCommand() *cobra.Command {
 	f.StringArrayVar(&resources, "resource", nil, "resource limit KEY=VALUE: cpu, memory, gpu (repeatable; default cpu=1,memory=2Gi)")
 	f.StringArrayVar(&entrypoint, "entrypoint", nil, "entrypoint argv item (repeatable; default tail -f /dev/null)")
 	f.StringVar(&networkFile, "network-policy-file", "", "JSON or YAML network policy file")
-	f.BoolVar(&credProxy, "credential-proxy", false, "enable the credential proxy (needs egress control)")
+	f.BoolVar(&credProxy, "credential-proxy", false, "enable the credential proxy (needs --network-policy-file); fill it with osb credential-vault create")
 	f.StringVar(&volumesFile, "volumes-file", "", "JSON or YAML file with a list of volumes")
 	f.BoolVar(&skipHealth, "skip-health-check", false, "return once the sandbox runs, without waiting for execd")
 	f.StringVar(&readyTimeout, "ready-timeout", "30", "how long to wait for the sandbox to be ready, seconds or a duration")
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx := cmd.Context()
-		if credProxy {
-			return errEgressUnavailable
+		if credProxy && networkFile == "" {
+			return usagef("--credential-proxy needs --network-policy-file: the proxy runs in the egress sidecar")
 		}
-		opts := sandbox.CreateOptions{Image: image, Entrypoint: entrypoint, SkipHealthCheck: skipHealth}
+		opts := sandbox.CreateOptions{Image: image, Entrypoint: entrypoint, SkipHealthCheck: skipHealth, CredentialProxy: credProxy}
 		if opts.Image == "" {
 			opts.Image = a.settings.DefaultImage
 		}
