@@ -88,6 +88,7 @@ func TestCreateInValidate(t *testing.T) {
 		"negative ready":  {Image: "x", ReadyTimeoutSeconds: -5},
 		"password only":   {Image: "x", AuthPassword: "p"},
 		"empty rule both": {Image: "x", NetworkPolicy: &NetworkPolicyIn{Egress: []EgressRuleIn{{}}}},
+		"proxy no policy": {Image: "x", CredentialProxy: true},
 	}
 	for name, in := range bad {
 		if err := in.validate(); err == nil {

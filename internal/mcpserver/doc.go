@@ -1,7 +1,9 @@
 // Package mcpserver exposes OpenSandbox as Model Context Protocol tools:
 // sandbox lifecycle (create, connect, kill, info, list, renew, metrics,
-// health, endpoints), commands and files, built on the Go SDK in
-// pkg/sandbox and the MCP go-sdk.
+// health, endpoints), commands, files and the egress policy, built on the
+// Go SDK in pkg/sandbox and the MCP go-sdk. The credential vault is not
+// exposed: its writes carry secret values, which must not pass through a
+// model's context.
 //
 // New returns an *mcp.Server with every tool registered; the caller runs it
 // on a transport (stdio, or ServeHTTP for streamable HTTP). Tools that talk

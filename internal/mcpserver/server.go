@@ -53,6 +53,7 @@ var ToolNames = []string{
 	"code_run", "code_context_create", "code_context_list", "code_context_delete",
 	"file_read", "file_write", "file_delete", "file_search", "file_create_directories",
 	"file_delete_directories", "file_move", "file_replace_contents",
+	"egress_get_policy", "egress_patch_policy",
 }
 
 // New returns an MCP server with every OpenSandbox tool registered. The
@@ -114,6 +115,8 @@ func (t *tools) register(s *mcp.Server) error {
 	add(addTool(t, s, "file_create_directories", "Create directories (with parents) in a connected sandbox.", hints{idempotent: true}, nil, t.fileCreateDirectories))
 	add(addTool(t, s, "file_delete_directories", "Delete directories and their contents in a connected sandbox.", hints{destructive: true, idempotent: true}, nil, t.fileDeleteDirectories))
 	add(addTool(t, s, "file_move", "Move or rename files and directories in a connected sandbox.", hints{destructive: true}, nil, t.fileMove))
+	add(addTool(t, s, "egress_get_policy", "The egress (outbound network) policy in force in a sandbox created with network_policy: default action, rules and mode. Works on any sandbox id.", hints{readOnly: true}, nil, t.egressGetPolicy))
+	add(addTool(t, s, "egress_patch_policy", "Allow or deny more outbound destinations in a sandbox created with network_policy: the rules go before the existing ones and replace rules with the same target. Works on any sandbox id.", hints{idempotent: true}, nil, t.egressPatchPolicy))
 	add(addTool(t, s, "file_replace_contents", "Replace every occurrence of old_content with new_content in files of a connected sandbox; returns how many were replaced per file.", hints{destructive: true}, nil, t.fileReplaceContents))
 	return errors.Join(errs...)
 }

@@ -73,7 +73,8 @@ type CreateIn struct {
 	Env                          map[string]string `json:"env,omitempty" jsonschema:"environment variables of the sandbox"`
 	Metadata                     map[string]string `json:"metadata,omitempty" jsonschema:"labels to find the sandbox by in sandbox_list"`
 	Resource                     map[string]string `json:"resource,omitempty" jsonschema:"resource limits, e.g. {\"cpu\": \"1\", \"memory\": \"2Gi\"}"`
-	NetworkPolicy                *NetworkPolicyIn  `json:"network_policy,omitempty" jsonschema:"egress policy"`
+	NetworkPolicy                *NetworkPolicyIn  `json:"network_policy,omitempty" jsonschema:"egress policy; gives the sandbox an egress sidecar, which egress_get_policy and egress_patch_policy talk to"`
+	CredentialProxy              bool              `json:"credential_proxy,omitempty" jsonschema:"turn on the credential proxy, which injects credentials the host writes into the vault (outside MCP) into outbound HTTPS; needs network_policy"`
 	Extensions                   map[string]string `json:"extensions,omitempty" jsonschema:"server-specific extensions"`
 	Entrypoint                   []string          `json:"entrypoint,omitempty" jsonschema:"main process, e.g. [\"sleep\", \"infinity\"]; default tail -f /dev/null"`
 }
@@ -97,6 +98,9 @@ func (in *CreateIn) validate() error {
 	}
 	if (in.AuthUsername == "") != (in.AuthPassword == "") {
 		return fmt.Errorf("auth_username and auth_password go together")
+	}
+	if in.CredentialProxy && in.NetworkPolicy == nil {
+		return fmt.Errorf("credential_proxy needs network_policy: the proxy runs in the egress sidecar")
 	}
 	if p := in.NetworkPolicy; p != nil {
 		if p.DefaultAction != "" && p.DefaultAction != "allow" && p.DefaultAction != "deny" {
@@ -125,6 +129,7 @@ func (in *CreateIn) options() sandbox.CreateOptions {
 		Extensions:      in.Extensions,
 		ReadyTimeout:    seconds(in.ReadyTimeoutSeconds),
 		SkipHealthCheck: in.SkipHealthCheck,
+		CredentialProxy: in.CredentialProxy,
 	}
 	if in.AuthUsername != "" {
 		o.ImageAuth = &sandbox.ImageAuth{Username: in.AuthUsername, Password: in.AuthPassword}
