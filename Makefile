@@ -10,16 +10,21 @@ STATIC    := CGO_ENABLED=0
 LDFLAGS   := -s -w
 EXECD_PORT ?= 44772
 
-.PHONY: all build execd server osb mcp images run run-execd test deps unit e2e e2e-clean bench lint fmt clean
+.PHONY: all build execd egress server osb mcp images run run-execd test deps unit e2e e2e-clean bench lint fmt clean
 
 all: build
 
-build: execd server osb mcp
+build: execd egress server osb mcp
 
 # execd runs inside arbitrary images (glibc or musl), so it is static.
 execd:
 	@mkdir -p $(BIN)
 	$(STATIC) $(GO) build $(GOFLAGS) -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/execd ./cmd/execd
+
+# egress is the sidecar image's only file, so it is static too.
+egress:
+	@mkdir -p $(BIN)
+	$(STATIC) $(GO) build $(GOFLAGS) -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/egress ./cmd/egress
 
 osb:
 	@mkdir -p $(BIN)

@@ -26,6 +26,10 @@ func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, logger *slog
 	if err != nil {
 		return nil, nil, err
 	}
+	egress := cfg.Egress.EgressPath
+	if egress == "" && cfg.Egress.Image == "" {
+		egress = findBeside("egress") // optional: without it policies are refused
+	}
 	cli, err := newDockerClient(cfg.Docker.APITimeout())
 	if err != nil {
 		return nil, nil, fmt.Errorf("docker client: %w", err)
@@ -39,18 +43,24 @@ func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, logger *slog
 	startCtx, cancel := context.WithTimeout(ctx, cfg.Docker.APITimeout())
 	defer cancel()
 	rt, err := docker.New(startCtx, docker.Options{
-		Client:           cli,
-		ExecdPath:        execd,
-		NetworkMode:      d.NetworkMode,
-		HostIP:           d.HostIP,
-		DropCapabilities: append([]string{}, d.DropCapabilities...), // non-nil: [] drops nothing
-		NoNewPrivileges:  &noNewPrivileges,
-		SeccompProfile:   d.SeccompProfile,
-		AppArmorProfile:  d.AppArmorProfile,
-		PidsLimit:        pids,
-		Runtime:          cfg.SecureRuntime.DockerRuntime,
-		ExecdCopy:        d.ExecdCopy,
-		Logger:           logger,
+		Client:               cli,
+		ExecdPath:            execd,
+		NetworkMode:          d.NetworkMode,
+		HostIP:               d.HostIP,
+		DropCapabilities:     append([]string{}, d.DropCapabilities...), // non-nil: [] drops nothing
+		NoNewPrivileges:      &noNewPrivileges,
+		SeccompProfile:       d.SeccompProfile,
+		AppArmorProfile:      d.AppArmorProfile,
+		PidsLimit:            pids,
+		Runtime:              cfg.SecureRuntime.DockerRuntime,
+		ExecdCopy:            d.ExecdCopy,
+		EgressImage:          cfg.Egress.Image,
+		EgressPath:           egress,
+		EgressMode:           cfg.Egress.Mode,
+		EgressDisableIPv6:    cfg.Egress.DisableIPv6,
+		EgressDNSUpstreams:   cfg.Egress.DNSUpstream,
+		EgressUpstreamCAFile: cfg.Egress.UpstreamCAFile,
+		Logger:               logger,
 	})
 	if err != nil {
 		cli.Close()
@@ -60,7 +70,10 @@ func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, logger *slog
 		}
 		return nil, nil, err
 	}
-	logger.Info("docker runtime ready", "engine", cli.DaemonHost(), "execd", execd,
+	if egress == "" && cfg.Egress.Image == "" {
+		logger.Warn("no egress binary found next to the server or in PATH: creates with networkPolicy will be refused")
+	}
+	logger.Info("docker runtime ready", "engine", cli.DaemonHost(), "execd", execd, "egress", egress,
 		"network_mode", d.NetworkMode, "oci_runtime", cfg.SecureRuntime.DockerRuntime)
 	return rt, func() { cli.Close() }, nil
 }
@@ -95,6 +108,23 @@ func newDockerClient(apiTimeout time.Duration) (*client.Client, error) {
 		tr.TLSClientConfig.InsecureSkipVerify = true
 	}
 	return cli, nil
+}
+
+// findBeside returns the named binary next to this executable or in PATH,
+// or "" when there is none.
+func findBeside(name string) string {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			return abs
+		}
+	}
+	return ""
 }
 
 // findExecd returns the execd binary to put into sandboxes: configured

@@ -54,6 +54,20 @@ type Spec struct {
 	Platform  *Platform
 	// ExecdToken is the access token execd inside the sandbox requires.
 	ExecdToken string
+	// Egress, when set, puts the sandbox behind an egress sidecar that
+	// owns its network and enforces the policy.
+	Egress *Egress
+}
+
+// Egress configures a sandbox's egress sidecar.
+type Egress struct {
+	// Policy is the NetworkPolicy as JSON, already validated.
+	Policy []byte
+	// Token guards the sidecar's API (OPENSANDBOX-EGRESS-AUTH).
+	Token string
+	// CredentialProxy turns on the credential vault's TLS proxy; the
+	// sandbox then trusts the sidecar's per-sandbox CA.
+	CredentialProxy bool
 }
 
 // RegistryAuth is credentials for pulling an image.
@@ -107,6 +121,9 @@ type Sandbox struct {
 	// ExpiresAt is the expiry given at creation; nil means manual cleanup.
 	ExpiresAt  *time.Time
 	ExecdToken string
+	// EgressToken is the sidecar's API token; "" when the sandbox has no
+	// egress sidecar.
+	EgressToken string
 }
 
 // Address is where the server reaches a port of a sandbox over HTTP:

@@ -37,6 +37,9 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	spec.ID = newUUID()
 	spec.ExecdToken = newToken()
+	if spec.Egress != nil {
+		spec.Egress.Token = newToken()
+	}
 	if timeout > 0 {
 		at := s.now().Add(timeout).UTC()
 		spec.ExpiresAt = &at

@@ -53,10 +53,12 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if viaServer {
-		// The proxy adds execd's token itself; the caller needs no header.
-		apierror.WriteJSON(w, http.StatusOK, sandbox.Endpoint{
-			Endpoint: proxyEndpoint(s.cfg.PublicHost, r.Host, id, port),
-		})
+		// The proxy adds execd's token itself; the caller needs no header
+		// but the sidecar's, which the proxy never adds (it answers
+		// without the API key).
+		ep := sandbox.Endpoint{Endpoint: proxyEndpoint(s.cfg.PublicHost, r.Host, id, port)}
+		addEgressToken(&ep, port, rs)
+		apierror.WriteJSON(w, http.StatusOK, ep)
 		return
 	}
 	addr, err := s.rt.Address(ctx, id, port)
@@ -68,7 +70,19 @@ func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
 	if reachesExecd(port, addr) && rs.ExecdToken != "" {
 		ep.Headers = map[string]string{sandbox.AccessTokenHeader: rs.ExecdToken}
 	}
+	addEgressToken(&ep, port, rs)
 	apierror.WriteJSON(w, http.StatusOK, ep)
+}
+
+// addEgressToken gives the sidecar's token with the sidecar's port.
+func addEgressToken(ep *sandbox.Endpoint, port int, rs runtime.Sandbox) {
+	if port != sandbox.EgressPort || rs.EgressToken == "" {
+		return
+	}
+	if ep.Headers == nil {
+		ep.Headers = map[string]string{}
+	}
+	ep.Headers[sandbox.EgressAuthHeader] = rs.EgressToken
 }
 
 // reachesExecd reports whether requests to addr are served by execd

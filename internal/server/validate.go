@@ -1,6 +1,8 @@
 package server
 
 import (
+	"encoding/json"
+	"fmt"
 	"maps"
 	"math"
 	goruntime "runtime"
@@ -9,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opensandbox-go/opensandbox/internal/egress/policy"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	"github.com/opensandbox-go/opensandbox/internal/runtime/docker"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
@@ -95,11 +98,8 @@ func (s *Server) checkCreate(req *sandbox.CreateSandboxRequest) (runtime.Spec, t
 	if spec.Platform, err = checkPlatform(req.Platform); err != nil {
 		return spec, 0, err
 	}
-	if req.NetworkPolicy != nil {
-		return spec, 0, notSupported("networkPolicy: egress control is not available yet")
-	}
-	if req.CredentialProxy != nil && req.CredentialProxy.Enabled {
-		return spec, 0, notSupported("credentialProxy: egress control is not available yet")
+	if spec.Egress, err = checkEgress(req.NetworkPolicy, req.CredentialProxy); err != nil {
+		return spec, 0, err
 	}
 	if req.SecureAccess {
 		return spec, 0, notSupported("secureAccess: secure endpoint access needs the ingress gateway, which this server does not run")
@@ -209,4 +209,26 @@ func checkPlatform(p *sandbox.PlatformSpec) (*runtime.Platform, error) {
 		return nil, badRequest("platform.arch %q cannot be satisfied: this server runs %s sandboxes", p.Arch, goruntime.GOARCH)
 	}
 	return &runtime.Platform{OS: p.OS, Arch: p.Arch}, nil
+}
+
+// checkEgress validates the network policy (with the sidecar's own rules,
+// so a policy the sidecar would refuse never reaches it) and returns the
+// sidecar's configuration without its token, or nil without a policy.
+func checkEgress(np *sandbox.NetworkPolicy, cp *sandbox.CredentialProxyConfig) (*runtime.Egress, error) {
+	credentialProxy := cp != nil && cp.Enabled
+	if np == nil {
+		if credentialProxy {
+			return nil, badRequest("credentialProxy: the credential proxy runs in the egress sidecar; give a networkPolicy too")
+		}
+		return nil, nil
+	}
+	p, err := policy.New(np, policy.Options{MaxRules: policy.DefaultMaxRules})
+	if err != nil {
+		return nil, badRequest("networkPolicy: %v", err)
+	}
+	b, err := json.Marshal(p.Wire())
+	if err != nil {
+		return nil, fmt.Errorf("encode network policy: %w", err)
+	}
+	return &runtime.Egress{Policy: b, CredentialProxy: credentialProxy}, nil
 }

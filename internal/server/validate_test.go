@@ -90,8 +90,11 @@ func TestCreateValidationRejects(t *testing.T) {
 		{"missing arch", func(b map[string]any) { b["platform"] = map[string]string{"os": "linux"} }, bad, invalid, "platform.arch is required"},
 		{"unknown arch", func(b map[string]any) { b["platform"] = map[string]string{"os": "linux", "arch": "riscv64"} }, bad, invalid, "amd64 or arm64"},
 		{"foreign arch", func(b map[string]any) { b["platform"] = map[string]string{"os": "linux", "arch": otherArch()} }, bad, invalid, "cannot be satisfied"},
-		{"network policy", func(b map[string]any) { b["networkPolicy"] = map[string]any{"defaultAction": "deny"} }, bad, unsup, "egress control is not available yet"},
-		{"credential proxy", func(b map[string]any) { b["credentialProxy"] = map[string]any{"enabled": true} }, bad, unsup, "egress control"},
+		{"network policy bad action", func(b map[string]any) { b["networkPolicy"] = map[string]any{"defaultAction": "maybe"} }, bad, invalid, "networkPolicy"},
+		{"network policy empty target", func(b map[string]any) {
+			b["networkPolicy"] = map[string]any{"egress": []any{map[string]any{"action": "allow", "target": ""}}}
+		}, bad, invalid, "networkPolicy"},
+		{"credential proxy without policy", func(b map[string]any) { b["credentialProxy"] = map[string]any{"enabled": true} }, bad, invalid, "give a networkPolicy"},
 		{"secure access", func(b map[string]any) { b["secureAccess"] = true }, bad, unsup, "secureAccess"},
 		{"pool ref", func(b map[string]any) { b["extensions"] = map[string]string{"poolRef": "p"} }, bad, unsup, "poolRef"},
 		{"volume bad name", func(b map[string]any) { b["volumes"] = []any{vol(map[string]any{"name": "Data"})} }, bad, invalid, "volumes[0].name"},

@@ -224,11 +224,22 @@ type SecureRuntime struct {
 	K8sRuntimeClass string `toml:"k8s_runtime_class"`
 }
 
-// Egress is the [egress] table (the egress sidecar; accepted and
-// validated, enforced once the sidecar is wired).
+// Egress is the [egress] table: the sidecar that enforces network
+// policies and runs the credential vault.
 type Egress struct {
-	// image: the egress sidecar image; default "".
+	// image: the egress sidecar image; default "" = built locally from
+	// egress_path.
 	Image string `toml:"image"`
+	// egress_path: the static egress binary the local sidecar image is
+	// made from; default "" = "egress" next to the opensandbox-server
+	// executable, else found in PATH.
+	EgressPath string `toml:"egress_path"`
+	// dns_upstream: resolvers the sidecar forwards allowed names to (IP
+	// or IP:port); default [] = the resolvers Docker gives containers.
+	DNSUpstream []string `toml:"dns_upstream"`
+	// upstream_ca_file: a PEM file of extra CAs the credential proxy
+	// trusts for origins (private services); default "".
+	UpstreamCAFile string `toml:"upstream_ca_file"`
 	// mode: "dns" (DNS filtering; default) or "dns+nft" (plus nftables
 	// enforcement of resolved addresses).
 	Mode string `toml:"mode"`

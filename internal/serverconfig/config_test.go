@@ -390,7 +390,6 @@ func TestLoadWarnings(t *testing.T) {
 		{"short min timeout", "[server]\nmin_sandbox_timeout_seconds = 1\n", "tests only"},
 		{"host network", "[docker]\nnetwork_mode = \"host\"\n", "host's network"},
 		{"all interfaces", "[docker]\nhost_ip = \"0.0.0.0\"\n", "every interface"},
-		{"egress image", "[egress]\nimage = \"e:1\"\n", "egress.image"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

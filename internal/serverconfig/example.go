@@ -110,10 +110,15 @@ docker_runtime = ""
 k8s_runtime_class = ""
 
 [egress]
-# The egress sidecar that enforces network policies (not available yet).
+# The sidecar that enforces network policies and runs the credential vault.
+# With image = "" the server builds a local image from the egress binary
+# (egress_path, default: next to opensandbox-server).
 image = ""
-mode = "dns"                     # "dns" or "dns+nft"
+# egress_path = "/usr/local/bin/egress"
+mode = "dns"                     # "dns" or "dns+nft" (also drop IPs the policy does not allow)
 disable_ipv6 = true
+# dns_upstream = ["10.0.0.2"]    # resolvers for allowed names; unset = the engine's
+upstream_ca_file = ""            # extra CAs the credential proxy trusts for origins
 
 [ingress]
 mode = "direct"                  # "gateway" only with Kubernetes

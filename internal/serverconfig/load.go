@@ -68,6 +68,8 @@ func Load(path string, env func(string) string) (Config, []string, error) {
 
 	cfg.Log.FilePath = expandHome(cfg.Log.FilePath, home)
 	cfg.Runtime.ExecdPath = expandHome(cfg.Runtime.ExecdPath, home)
+	cfg.Egress.EgressPath = expandHome(cfg.Egress.EgressPath, home)
+	cfg.Egress.UpstreamCAFile = expandHome(cfg.Egress.UpstreamCAFile, home)
 	cfg.Store.Path = expandHome(cfg.Store.Path, home)
 	cfg.Docker.SeccompProfile = expandHome(cfg.Docker.SeccompProfile, home)
 

@@ -3,6 +3,7 @@ package serverconfig
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -142,8 +143,13 @@ func validate(c *Config) (warnings, problems []string) {
 	}
 	if strings.ContainsAny(c.Egress.Image, " \t") {
 		bad("egress.image", c.Egress.Image, "want an image reference")
-	} else if c.Egress.Image != "" {
-		warnings = append(warnings, "egress.image is set, but the egress sidecar is not available yet: network policies are not enforced")
+	}
+	for _, u := range c.Egress.DNSUpstream {
+		if _, err := netip.ParseAddr(u); err != nil {
+			if _, err := netip.ParseAddrPort(u); err != nil {
+				bad("egress.dns_upstream", u, "want IP or IP:port")
+			}
+		}
 	}
 
 	// [ingress]

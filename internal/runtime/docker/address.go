@@ -33,6 +33,20 @@ func (r *Runtime) Address(ctx context.Context, id string, port int) (runtime.Add
 		st := stateOf(c.State)
 		return runtime.Address{}, fmt.Errorf("docker: sandbox %s is not running (%s): %w", id, st.State, runtime.ErrConflict)
 	}
+	if c.HostConfig != nil && c.HostConfig.NetworkMode.IsContainer() {
+		// Behind an egress sidecar: the ports are published on it.
+		sc, err := r.cli.ContainerInspect(ctx, sidecarName(id))
+		if err != nil {
+			if classOf(err) == runtime.ErrNotFound {
+				return runtime.Address{}, fmt.Errorf("docker: sandbox %s: %w: %w", id, errSidecarDown, runtime.ErrConflict)
+			}
+			return runtime.Address{}, engineErr(err, "docker: sandbox %s: inspect egress sidecar", id)
+		}
+		if sc.State == nil || !sc.State.Running {
+			return runtime.Address{}, fmt.Errorf("docker: sandbox %s: %w: %w", id, errSidecarDown, runtime.ErrConflict)
+		}
+		c.NetworkSettings = sc.NetworkSettings
+	}
 	return r.addressOf(c, id, port)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -27,6 +28,9 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (runtime.Sandbo
 	if err := validate(spec); err != nil {
 		return runtime.Sandbox{}, err
 	}
+	if spec.Egress != nil && r.opts.NetworkMode != networkBridge {
+		return runtime.Sandbox{}, fmt.Errorf("docker: network policies need network mode bridge (configured: %s): %w", r.opts.NetworkMode, runtime.ErrNotSupported)
+	}
 	start := time.Now()
 	ref, imgLabels, err := r.resolveImage(ctx, spec)
 	if err != nil {
@@ -42,7 +46,7 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (runtime.Sandbo
 		sb, err = r.Get(ctx, spec.ID)
 	}
 	if err != nil {
-		r.undoCreate(ctx, spec.ID, containerID, plan.created)
+		r.undoCreate(ctx, spec.ID, containerID, spec.Egress != nil, plan.created)
 		return runtime.Sandbox{}, err
 	}
 	r.log.InfoContext(ctx, "sandbox created", "sandbox", spec.ID, "image", ref, "elapsed", time.Since(start).Round(time.Millisecond))
@@ -51,10 +55,22 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (runtime.Sandbo
 
 // start creates and starts the container and waits for execd. It returns
 // the container's id once the engine made it, even with an error.
+//
+// With an egress policy the sidecar comes first: the sandbox container is
+// only started, inside the sidecar's network namespace, once the sidecar
+// has programmed its firewall.
 func (r *Runtime) start(ctx context.Context, spec runtime.Spec, ref string, imgLabels map[string]string, plan volumePlan) (string, error) {
 	cfg, hc, err := r.containerConfig(spec, ref, imgLabels, plan)
 	if err != nil {
 		return "", err
+	}
+	var ca []byte
+	if spec.Egress != nil {
+		var sidecarID string
+		if sidecarID, ca, err = r.startSidecar(ctx, spec); err != nil {
+			return "", err
+		}
+		hc.NetworkMode = container.NetworkMode("container:" + sidecarID)
 	}
 	var platform *ocispec.Platform
 	if p := spec.Platform; p != nil {
@@ -70,6 +86,15 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, ref string, imgL
 			return created.ID, engineErr(err, "docker: sandbox %s: copy execd into the container", spec.ID)
 		}
 	}
+	if ca != nil {
+		tarball, err := caArchive(ca)
+		if err == nil {
+			err = r.cli.CopyToContainer(ctx, created.ID, "/", bytes.NewReader(tarball), container.CopyToContainerOptions{})
+		}
+		if err != nil {
+			return created.ID, engineErr(err, "docker: sandbox %s: copy the egress CA into the container", spec.ID)
+		}
+	}
 	if err := r.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		return created.ID, engineErr(err, "docker: sandbox %s: start container", spec.ID)
 	}
@@ -83,9 +108,14 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, ref string, imgL
 }
 
 // undoCreate removes what a failed Create made, even when ctx is done.
-func (r *Runtime) undoCreate(ctx context.Context, id, containerID string, volumes []string) {
+func (r *Runtime) undoCreate(ctx context.Context, id, containerID string, sidecar bool, volumes []string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
+	if sidecar {
+		if err := r.removeSidecar(ctx, id); err != nil {
+			r.log.ErrorContext(ctx, "remove the egress sidecar of a failed create", "sandbox", id, "err", err)
+		}
+	}
 	if containerID != "" {
 		err := r.cli.ContainerRemove(ctx, containerID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 		if err != nil && classOf(err) != runtime.ErrNotFound {
@@ -137,6 +167,9 @@ func (r *Runtime) containerConfig(spec runtime.Spec, ref string, imgLabels map[s
 	entry = append(entry, "--")
 
 	labels := r.specLabels(spec, time.Now(), execdPort, plan.managed)
+	if spec.Egress != nil {
+		labels[labelEgressToken] = spec.Egress.Token
+	}
 	maskInherited(labels, imgLabels)
 
 	env := make([]string, 0, len(spec.Env)+1)
@@ -148,6 +181,11 @@ func (r *Runtime) containerConfig(spec runtime.Spec, ref string, imgLabels map[s
 	sort.Strings(env)
 	if spec.ExecdToken != "" {
 		env = append(env, execdTokenEnv+"="+spec.ExecdToken)
+	}
+	if spec.Egress != nil && spec.Egress.CredentialProxy {
+		// execd adds the CA to the image's trust stores at start; Node
+		// reads only its own list.
+		env = append(env, "OPENSANDBOX_EGRESS_CA_FILE="+egressCAInSandbox, "NODE_EXTRA_CA_CERTS="+egressCAInSandbox)
 	}
 
 	cfg := &container.Config{
@@ -169,7 +207,13 @@ func (r *Runtime) containerConfig(spec runtime.Spec, ref string, imgLabels map[s
 	if !r.opts.ExecdCopy {
 		hc.Mounts = append([]mount.Mount{{Type: mount.TypeBind, Source: r.opts.ExecdPath, Target: execdInContainer, ReadOnly: true}}, hc.Mounts...)
 	}
-	if r.opts.NetworkMode == networkBridge {
+	if spec.Egress != nil {
+		// The sidecar owns the network and publishes the ports; the
+		// sandbox must never be able to change the firewall.
+		if !slices.Contains(hc.CapDrop, "NET_ADMIN") && !slices.Contains(hc.CapDrop, "ALL") {
+			hc.CapDrop = append(slices.Clone(hc.CapDrop), "NET_ADMIN")
+		}
+	} else if r.opts.NetworkMode == networkBridge {
 		cfg.ExposedPorts = nat.PortSet{execdPortKey: {}, httpPortKey: {}}
 		hc.PortBindings = nat.PortMap{
 			execdPortKey: {{HostIP: r.opts.HostIP}},

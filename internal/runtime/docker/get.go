@@ -10,6 +10,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
 // inspect returns the container of sandbox id, or ErrNotFound when there
@@ -38,7 +39,23 @@ func (r *Runtime) Get(ctx context.Context, id string) (runtime.Sandbox, error) {
 	if err != nil {
 		return runtime.Sandbox{}, err
 	}
-	return sandboxFromInspect(c), nil
+	sb := sandboxFromInspect(c)
+	if sb.EgressToken != "" && sb.State == sandbox.StateRunning {
+		down, err := r.sidecarDown(ctx, id)
+		if err != nil {
+			return runtime.Sandbox{}, err
+		}
+		if down {
+			markSidecarDown(&sb)
+		}
+	}
+	return sb, nil
+}
+
+// markSidecarDown reports a running sandbox whose sidecar is gone as
+// failed: it has no network left.
+func markSidecarDown(sb *runtime.Sandbox) {
+	sb.State, sb.Reason, sb.Message = sandbox.StateFailed, "EGRESS_SIDECAR_DOWN", errSidecarDown.Error()
 }
 
 func sandboxFromInspect(c container.InspectResponse) runtime.Sandbox {
@@ -71,6 +88,10 @@ func (r *Runtime) List(ctx context.Context) ([]runtime.Sandbox, error) {
 	if err != nil {
 		return nil, engineErr(err, "docker: list sandboxes")
 	}
+	sidecarUp, err := r.runningSidecars(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]runtime.Sandbox, 0, len(cs))
 	for _, c := range cs {
 		id := c.Labels[labelID]
@@ -85,6 +106,9 @@ func (r *Runtime) List(ctx context.Context) ([]runtime.Sandbox, error) {
 		}
 		if st, ok := summaryState(c.State, sb.CreatedAt); ok {
 			sb.State, sb.Reason, sb.Message, sb.LastTransitionAt = st.State, st.Reason, st.Message, st.At
+			if sb.EgressToken != "" && sb.State == sandbox.StateRunning && !sidecarUp[sb.ID] {
+				markSidecarDown(&sb)
+			}
 			out = append(out, sb)
 			continue
 		}
@@ -98,4 +122,21 @@ func (r *Runtime) List(ctx context.Context) ([]runtime.Sandbox, error) {
 		out = append(out, sandboxFromInspect(full))
 	}
 	return out, nil
+}
+
+// runningSidecars returns the ids of the sandboxes whose egress sidecar runs.
+func (r *Runtime) runningSidecars(ctx context.Context) (map[string]bool, error) {
+	f := filters.NewArgs(filters.Arg("label", labelEgressOf), filters.Arg("status", "running"))
+	for k, v := range r.opts.Labels {
+		f.Add("label", k+"="+v)
+	}
+	cs, err := r.cli.ContainerList(ctx, container.ListOptions{Filters: f})
+	if err != nil {
+		return nil, engineErr(err, "docker: list egress sidecars")
+	}
+	up := make(map[string]bool, len(cs))
+	for _, c := range cs {
+		up[c.Labels[labelEgressOf]] = true
+	}
+	return up, nil
 }

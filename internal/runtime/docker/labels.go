@@ -184,14 +184,15 @@ func (v labelView) time(key string) *time.Time {
 // sandboxFromLabels fills everything of a Sandbox that labels hold.
 func sandboxFromLabels(v labelView) runtime.Sandbox {
 	sb := runtime.Sandbox{
-		ID:         v.str(labelID),
-		Image:      v.str(labelImage),
-		SnapshotID: v.str(labelSnapshotID),
-		Entrypoint: v.entrypoint(),
-		Metadata:   v.metadata(),
-		Platform:   v.platform(),
-		ExecdToken: v.str(labelExecdToken),
-		ExpiresAt:  v.time(labelExpiresAt),
+		ID:          v.str(labelID),
+		Image:       v.str(labelImage),
+		SnapshotID:  v.str(labelSnapshotID),
+		Entrypoint:  v.entrypoint(),
+		Metadata:    v.metadata(),
+		Platform:    v.platform(),
+		ExecdToken:  v.str(labelExecdToken),
+		ExpiresAt:   v.time(labelExpiresAt),
+		EgressToken: v.str(labelEgressToken),
 	}
 	if t := v.time(labelCreatedAt); t != nil {
 		sb.CreatedAt = *t

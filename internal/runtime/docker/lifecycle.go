@@ -22,6 +22,10 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 	if !found && !errors.Is(inspectErr, runtime.ErrNotFound) {
 		return inspectErr
 	}
+	// The sidecar goes whether or not the sandbox container is still there.
+	if err := r.removeSidecar(ctx, id); err != nil {
+		return err
+	}
 	var volumes []string
 	if found {
 		volumes = newLabelView(c.Config.Labels).managedVolumes()

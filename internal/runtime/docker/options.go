@@ -13,11 +13,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/docker/docker/client"
 
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
 // Options configure a Runtime. Zero values select the documented defaults.
@@ -47,6 +49,23 @@ type Options struct {
 	// Runtime is the OCI runtime name (runc, runsc, kata-runtime...);
 	// "" = engine default. New fails if the engine does not know it.
 	Runtime string
+	// EgressImage is the egress sidecar image; "" builds one from
+	// EgressPath on first use.
+	EgressImage string
+	// EgressPath is the host path of the static egress binary; with
+	// neither it nor EgressImage, network policies are not supported.
+	EgressPath string
+	// EgressMode is the sidecar's enforcement mode: "dns" (default) or
+	// "dns+nft".
+	EgressMode string
+	// EgressDisableIPv6 turns IPv6 off in sandboxes with a sidecar.
+	EgressDisableIPv6 bool
+	// EgressDNSUpstreams are the resolvers the sidecar forwards allowed
+	// names to (IP or IP:port); empty uses the sidecar's resolv.conf.
+	EgressDNSUpstreams []string
+	// EgressUpstreamCAFile is a host PEM file of extra CAs the credential
+	// proxy trusts for origins.
+	EgressUpstreamCAFile string
 	// ExecdCopy copies execd into each container through the API (for a
 	// remote engine) instead of bind-mounting ExecdPath read-only.
 	ExecdCopy bool
@@ -86,6 +105,9 @@ type Runtime struct {
 	execdTar []byte
 	// http reaches execd inside sandboxes; it never uses a proxy.
 	http *http.Client
+	// egressRef caches the sidecar image built from EgressPath.
+	egressMu  sync.Mutex
+	egressRef string
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -130,6 +152,11 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	r.cli.NegotiateAPIVersion(ctx)
 	if err := checkStatic(opts.ExecdPath); err != nil {
 		return nil, err
+	}
+	if opts.EgressPath != "" && opts.EgressImage == "" {
+		if err := checkStatic(opts.EgressPath); err != nil {
+			return nil, err
+		}
 	}
 	var err error
 	if r.securityOpt, err = securityOptions(opts); err != nil {
@@ -186,6 +213,19 @@ func (o *Options) setDefaults() error {
 	}
 	if o.PidsLimit == 0 {
 		o.PidsLimit = defaultPidsLimit
+	}
+	if o.EgressMode == "" {
+		o.EgressMode = sandbox.EgressEnforcementDNS
+	}
+	if o.EgressMode != sandbox.EgressEnforcementDNS && o.EgressMode != sandbox.EgressEnforcementDNSNft {
+		return fmt.Errorf("docker: egress mode %q: want dns or dns+nft: %w", o.EgressMode, runtime.ErrInvalid)
+	}
+	if o.EgressPath != "" {
+		abs, err := filepath.Abs(o.EgressPath)
+		if err != nil {
+			return fmt.Errorf("docker: egress path %s: %w", o.EgressPath, runtime.ErrInvalid)
+		}
+		o.EgressPath = abs
 	}
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = defaultStartTimeout

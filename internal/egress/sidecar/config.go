@@ -1,0 +1,174 @@
+package sidecar
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/opensandbox-go/opensandbox/internal/egress/dnsproxy"
+	"github.com/opensandbox-go/opensandbox/internal/egress/policy"
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
+)
+
+// Defaults of the sidecar's listeners and files.
+const (
+	DefaultListen       = ":18080"
+	DefaultTLSProxyAddr = "127.0.0.1:18081"
+	DefaultCAFile       = "/run/opensandbox/egress/ca.pem"
+	DefaultRulesDir     = "/var/egress/rules"
+	DefaultAlwaysReload = 60 * time.Second
+)
+
+// Config is the sidecar's whole configuration.
+type Config struct {
+	// SandboxID names the CA and log lines.
+	SandboxID string
+	// Mode is sandbox.EgressEnforcementDNS or EgressEnforcementDNSNft.
+	Mode string
+	// Token, when set, guards /policy and /credential-vault.
+	Token string
+	// Policy is the initial policy (JSON NetworkPolicy; empty is deny-all).
+	Policy []byte
+	// PolicyFile, when set, persists the current policy; a valid file
+	// found at start wins over Policy.
+	PolicyFile string
+	// MaxRules caps user rules (0: no cap).
+	MaxRules int
+	// Listen is the API address.
+	Listen string
+	// DNSAddr is where the DNS proxy listens.
+	DNSAddr string
+	// DNSUpstreams are the resolvers (IP or IP:port); empty reads
+	// ResolvConf.
+	DNSUpstreams []string
+	// DNSTimeout bounds each upstream exchange.
+	DNSTimeout time.Duration
+	// ResolvConf is read for upstreams when DNSUpstreams is empty.
+	ResolvConf string
+	// Always are the operator's always-deny/allow files, re-read every
+	// AlwaysReload.
+	Always       policy.AlwaysFiles
+	AlwaysReload time.Duration
+	// CredentialProxy turns on the vault's transparent TLS proxy.
+	CredentialProxy bool
+	// TLSProxyAddr is where the TLS proxy listens (loopback).
+	TLSProxyAddr string
+	// CAFile receives the per-sandbox CA certificate (never its key).
+	CAFile string
+	// UpstreamCAFile, when set, holds PEM certificates trusted for origins
+	// besides the system roots.
+	UpstreamCAFile string
+	Logger         *slog.Logger
+}
+
+// FromEnv reads the configuration from environment variables through
+// getenv. Unknown values are errors naming the variable.
+func FromEnv(getenv func(string) string) (Config, error) {
+	c := Config{
+		SandboxID:       getenv("OPENSANDBOX_EGRESS_SANDBOX_ID"),
+		Mode:            strings.TrimSpace(getenv("OPENSANDBOX_EGRESS_MODE")),
+		Token:           getenv("OPENSANDBOX_EGRESS_TOKEN"),
+		Policy:          []byte(getenv("OPENSANDBOX_EGRESS_RULES")),
+		PolicyFile:      getenv("OPENSANDBOX_EGRESS_POLICY_FILE"),
+		MaxRules:        policy.DefaultMaxRules,
+		Listen:          or(getenv("OPENSANDBOX_EGRESS_LISTEN"), DefaultListen),
+		DNSAddr:         or(getenv("OPENSANDBOX_EGRESS_DNS_ADDR"), dnsproxy.DefaultAddr),
+		DNSTimeout:      dnsproxy.DefaultTimeout,
+		ResolvConf:      "/etc/resolv.conf",
+		AlwaysReload:    DefaultAlwaysReload,
+		TLSProxyAddr:    DefaultTLSProxyAddr,
+		CAFile:          or(getenv("OPENSANDBOX_EGRESS_CA_FILE"), DefaultCAFile),
+		UpstreamCAFile:  getenv("OPENSANDBOX_EGRESS_UPSTREAM_CA_FILE"),
+		CredentialProxy: false,
+	}
+	var errs []error
+	bad := func(name string, err error) { errs = append(errs, fmt.Errorf("%s: %w", name, err)) }
+	if c.Mode == "" {
+		c.Mode = sandbox.EgressEnforcementDNS
+	}
+	if c.Mode != sandbox.EgressEnforcementDNS && c.Mode != sandbox.EgressEnforcementDNSNft {
+		bad("OPENSANDBOX_EGRESS_MODE", fmt.Errorf("%q is not %q or %q", c.Mode, sandbox.EgressEnforcementDNS, sandbox.EgressEnforcementDNSNft))
+	}
+	if v := getenv("OPENSANDBOX_EGRESS_MAX_RULES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			bad("OPENSANDBOX_EGRESS_MAX_RULES", fmt.Errorf("%q is not a count", v))
+		}
+		c.MaxRules = n
+	}
+	if v := getenv("OPENSANDBOX_EGRESS_DNS_UPSTREAM"); v != "" {
+		for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
+			if err := checkUpstream(f); err != nil {
+				bad("OPENSANDBOX_EGRESS_DNS_UPSTREAM", err)
+			}
+			c.DNSUpstreams = append(c.DNSUpstreams, f)
+		}
+	}
+	if v := getenv("OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT"); v != "" {
+		d, err := parseSeconds(v)
+		if err != nil {
+			bad("OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT", err)
+		}
+		c.DNSTimeout = d
+	}
+	dir := or(getenv("OPENSANDBOX_EGRESS_RULES_DIR"), DefaultRulesDir)
+	c.Always = policy.AlwaysFiles{Deny: filepath.Join(dir, "deny.always"), Allow: filepath.Join(dir, "allow.always")}
+	if v := getenv("OPENSANDBOX_EGRESS_ALWAYS_RELOAD"); v != "" {
+		d, err := parseSeconds(v)
+		if err != nil {
+			bad("OPENSANDBOX_EGRESS_ALWAYS_RELOAD", err)
+		}
+		c.AlwaysReload = d
+	}
+	if v := getenv("OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			bad("OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT", fmt.Errorf("%q is not a boolean", v))
+		}
+		c.CredentialProxy = b
+	}
+	if v := getenv("OPENSANDBOX_EGRESS_MITMPROXY_PORT"); v != "" {
+		p, err := strconv.ParseUint(v, 10, 16)
+		if err != nil || p == 0 {
+			bad("OPENSANDBOX_EGRESS_MITMPROXY_PORT", fmt.Errorf("%q is not a port", v))
+		}
+		c.TLSProxyAddr = net.JoinHostPort("127.0.0.1", v)
+	}
+	return c, errors.Join(errs...)
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// parseSeconds accepts a Go duration ("5s") or a number of seconds ("5").
+func parseSeconds(v string) (time.Duration, error) {
+	if n, err := strconv.ParseFloat(v, 64); err == nil && n > 0 {
+		return time.Duration(n * float64(time.Second)), nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q is not a positive duration", v)
+	}
+	return d, nil
+}
+
+// checkUpstream accepts IP or IP:port; host names would need a resolver.
+func checkUpstream(s string) error {
+	if _, err := netip.ParseAddr(s); err == nil {
+		return nil
+	}
+	if _, err := netip.ParseAddrPort(s); err == nil {
+		return nil
+	}
+	return fmt.Errorf("%q is not an IP or IP:port", s)
+}

@@ -1,0 +1,76 @@
+package sidecar
+
+import (
+	"net/netip"
+
+	"github.com/opensandbox-go/opensandbox/internal/egress/nft"
+	"github.com/opensandbox-go/opensandbox/internal/egress/policy"
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
+)
+
+// firewallRules turns a policy into the firewall's static state.
+//
+// The policy's IP and CIDR rules follow "first match wins" (always-deny,
+// then always-allow, then user rules), while the firewall checks its deny
+// sets before its allow sets. Each rule's range is therefore cut down by
+// the ranges of earlier rules with the other action, which makes the two
+// sets disjoint and the firewall agree with the policy address by address.
+//
+// In dns mode only the DNS redirect and the DoT block are programmed: IP
+// rules are not enforced and unmatched traffic is accepted.
+func firewallRules(p *policy.Policy, mode string, dnsPort, tlsPort uint16, resolvers []netip.Addr) nft.Rules {
+	r := nft.Rules{DNSProxyPort: dnsPort, TLSProxyPort: tlsPort, ResolverIPs: resolvers}
+	if mode != sandbox.EgressEnforcementDNSNft {
+		return r
+	}
+	r.DefaultDeny = p.DefaultAction() == policy.Deny
+	var ordered []policy.Rule
+	if a := p.Always(); a != nil {
+		ordered = append(ordered, a.Deny()...)
+		ordered = append(ordered, a.Allow()...)
+	}
+	ordered = append(ordered, p.Rules()...)
+	var earlierAllow, earlierDeny []netip.Prefix
+	for _, rule := range ordered {
+		if rule.Kind != policy.KindIP && rule.Kind != policy.KindCIDR {
+			continue
+		}
+		if rule.Action == policy.Allow {
+			r.AllowCIDRs = append(r.AllowCIDRs, subtract(rule.Prefix, earlierDeny)...)
+			earlierAllow = append(earlierAllow, rule.Prefix)
+		} else {
+			r.DenyCIDRs = append(r.DenyCIDRs, subtract(rule.Prefix, earlierAllow)...)
+			earlierDeny = append(earlierDeny, rule.Prefix)
+		}
+	}
+	return r
+}
+
+// subtract returns the parts of p not covered by any of qs, as prefixes.
+func subtract(p netip.Prefix, qs []netip.Prefix) []netip.Prefix {
+	out := []netip.Prefix{p.Masked()}
+	for _, q := range qs {
+		var next []netip.Prefix
+		for _, o := range out {
+			next = append(next, subtractOne(o, q.Masked())...)
+		}
+		out = next
+	}
+	return out
+}
+
+func subtractOne(p, q netip.Prefix) []netip.Prefix {
+	if p.Addr().Is4() != q.Addr().Is4() || !p.Overlaps(q) {
+		return []netip.Prefix{p}
+	}
+	if q.Bits() <= p.Bits() {
+		return nil // q covers p
+	}
+	// q lies inside p: split p in halves and keep what q leaves of each.
+	lo := netip.PrefixFrom(p.Addr(), p.Bits()+1)
+	b := p.Addr().AsSlice()
+	b[p.Bits()/8] |= 0x80 >> (p.Bits() % 8)
+	hiAddr, _ := netip.AddrFromSlice(b)
+	hi := netip.PrefixFrom(hiAddr, p.Bits()+1)
+	return append(subtractOne(lo, q), subtractOne(hi, q)...)
+}

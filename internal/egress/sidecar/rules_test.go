@@ -1,0 +1,70 @@
+package sidecar
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/opensandbox-go/opensandbox/internal/egress/nft"
+	"github.com/opensandbox-go/opensandbox/internal/egress/policy"
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
+)
+
+func TestSubtract(t *testing.T) {
+	p := netip.MustParsePrefix("10.0.0.0/30")
+	got := subtract(p, []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32")})
+	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/32"), netip.MustParsePrefix("10.0.0.2/31")}
+	if !slices.Equal(got, want) {
+		t.Fatalf("subtract = %v; want %v", got, want)
+	}
+	if got := subtract(p, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}); len(got) != 0 {
+		t.Fatalf("covered prefix left %v", got)
+	}
+	if got := subtract(p, []netip.Prefix{netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("10.0.1.0/24")}); !slices.Equal(got, []netip.Prefix{p}) {
+		t.Fatalf("disjoint subtract = %v", got)
+	}
+}
+
+// TestFirewallRulesFirstMatch checks address by address that the disjoint
+// sets decide like the policy does.
+func TestFirewallRulesFirstMatch(t *testing.T) {
+	p, err := policy.Parse([]byte(`{"defaultAction":"deny","egress":[
+		{"action":"allow","target":"10.1.0.5"},
+		{"action":"deny","target":"10.1.0.0/24"},
+		{"action":"allow","target":"10.1.0.0/16"},
+		{"action":"allow","target":"pypi.org"}]}`), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := firewallRules(p, sandbox.EgressEnforcementDNSNft, 15353, 0, nil)
+	if !r.DefaultDeny {
+		t.Fatal("default deny lost")
+	}
+	for _, s := range []string{"10.1.0.5", "10.1.0.4", "10.1.0.6", "10.1.1.1", "10.2.0.1", "10.1.0.255"} {
+		ip := netip.MustParseAddr(s)
+		want, _ := p.DecideIP(ip)
+		if got := fwDecide(r, ip); got != want {
+			t.Errorf("%s: firewall %s, policy %s", s, got, want)
+		}
+	}
+	if d := firewallRules(p, sandbox.EgressEnforcementDNS, 15353, 18081, nil); d.DefaultDeny || len(d.AllowCIDRs)+len(d.DenyCIDRs) != 0 || d.TLSProxyPort != 18081 {
+		t.Fatalf("dns mode rules = %+v; want only redirects", d)
+	}
+}
+
+func fwDecide(r nft.Rules, ip netip.Addr) policy.Action {
+	for _, p := range r.DenyCIDRs {
+		if p.Contains(ip) {
+			return policy.Deny
+		}
+	}
+	for _, p := range r.AllowCIDRs {
+		if p.Contains(ip) {
+			return policy.Allow
+		}
+	}
+	if r.DefaultDeny {
+		return policy.Deny
+	}
+	return policy.Allow
+}

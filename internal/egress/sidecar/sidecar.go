@@ -1,0 +1,362 @@
+package sidecar
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/vishvananda/netns"
+
+	"github.com/opensandbox-go/opensandbox/internal/egress/api"
+	"github.com/opensandbox-go/opensandbox/internal/egress/dnsproxy"
+	"github.com/opensandbox-go/opensandbox/internal/egress/nft"
+	"github.com/opensandbox-go/opensandbox/internal/egress/policy"
+	"github.com/opensandbox-go/opensandbox/internal/egress/sockmark"
+	"github.com/opensandbox-go/opensandbox/internal/egress/tlsproxy"
+	"github.com/opensandbox-go/opensandbox/internal/egress/vault"
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
+)
+
+// Run starts every part of the sidecar and serves until ctx ends. It
+// returns an error when a part cannot start or fails while serving. The
+// firewall rules stay in place when Run returns.
+func Run(ctx context.Context, cfg Config) error {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	opts := policy.Options{MaxRules: cfg.MaxRules}
+	initial, source, err := initialPolicy(cfg, opts)
+	if err != nil {
+		return err
+	}
+	store, err := policy.NewStore(initial, cfg.Always)
+	if err != nil {
+		return fmt.Errorf("egress: load always-rule files: %w", err)
+	}
+	upstreams := cfg.DNSUpstreams
+	if len(upstreams) == 0 {
+		if upstreams, err = resolvConfNameservers(cfg.ResolvConf); err != nil {
+			return err
+		}
+	}
+	dnsPort, err := portOf(cfg.DNSAddr)
+	if err != nil {
+		return fmt.Errorf("egress: DNS address: %w", err)
+	}
+
+	// The TLS proxy's listener is bound before the firewall names its port.
+	var (
+		tlsLn   net.Listener
+		tlsPort uint16
+		ca      *tlsproxy.CA
+	)
+	if cfg.CredentialProxy {
+		if tlsLn, err = net.Listen("tcp", cfg.TLSProxyAddr); err != nil {
+			return fmt.Errorf("egress: credential proxy listener: %w", err)
+		}
+		defer tlsLn.Close()
+		tlsPort = uint16(tlsLn.Addr().(*net.TCPAddr).Port)
+		if ca, err = tlsproxy.NewCA(cfg.SandboxID); err != nil {
+			return fmt.Errorf("egress: credential proxy CA: %w", err)
+		}
+		if err := ca.WriteCertFile(cfg.CAFile); err != nil {
+			return fmt.Errorf("egress: export CA certificate: %w", err)
+		}
+	}
+
+	fw, err := nft.New(netns.None())
+	if err != nil {
+		return fmt.Errorf("egress: firewall (the sidecar needs CAP_NET_ADMIN): %w", err)
+	}
+	resolvers := resolverIPs(upstreams)
+	apply := func(ctx context.Context, p *policy.Policy) error {
+		return fw.Apply(ctx, firewallRules(p, cfg.Mode, dnsPort, tlsPort, resolvers))
+	}
+	if err := apply(ctx, store.Current()); err != nil {
+		return fmt.Errorf("egress: program firewall: %w", err)
+	}
+	log.Info("egress firewall programmed", "mode", cfg.Mode, "policy", source, "policyMode", store.Current().Mode(), "credentialProxy", cfg.CredentialProxy)
+
+	if cfg.PolicyFile != "" {
+		persist := newPersister(cfg.PolicyFile, log)
+		defer store.Subscribe(persist.save)()
+		go persist.run(ctx)
+		persist.save(store.Current())
+	}
+
+	var onAllowed dnsproxy.AllowedFunc
+	if cfg.Mode == sandbox.EgressEnforcementDNSNft {
+		onAllowed = func(ctx context.Context, _ string, ips []netip.Addr, ttl time.Duration) error {
+			return fw.AllowDynamic(ctx, ips, ttl)
+		}
+	}
+	dns, err := dnsproxy.New(dnsproxy.Config{
+		Addr:      cfg.DNSAddr,
+		Upstreams: upstreams,
+		Timeout:   cfg.DNSTimeout,
+		Mark:      nft.BypassMark,
+		Decider:   dnsproxy.DeciderFunc(func(h string) bool { return store.Current().Decide(h) == policy.Allow }),
+		OnAllowed: onAllowed,
+		Logger:    log.With("component", "dns"),
+	})
+	if err != nil {
+		return fmt.Errorf("egress: DNS proxy: %w", err)
+	}
+
+	errc := make(chan error, 4)
+	running := 0
+	start := func(name string, fn func() error) {
+		running++
+		go func() {
+			err := fn()
+			if err == nil && ctx.Err() == nil {
+				err = errors.New("stopped unexpectedly")
+			}
+			if err != nil {
+				err = fmt.Errorf("egress: %s: %w", name, err)
+			}
+			errc <- err
+		}()
+	}
+	start("DNS proxy", func() error { return dns.Start(ctx) })
+
+	vstore := vault.NewStore()
+	var proxyReady atomic.Bool
+	if cfg.CredentialProxy {
+		roots, err := readCerts(cfg.UpstreamCAFile)
+		if err != nil {
+			return err
+		}
+		dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: sockmark.Control(nft.BypassMark)}
+		proxy, err := tlsproxy.New(tlsproxy.Config{
+			CA:          ca,
+			Injector:    vstore,
+			OriginalDst: originalDst(log),
+			ExtraRoots:  roots,
+			Dial:        dialer.DialContext,
+			Logger:      log.With("component", "credential-proxy"),
+		})
+		if err != nil {
+			return fmt.Errorf("egress: credential proxy: %w", err)
+		}
+		start("credential proxy", func() error { return proxy.Serve(ctx, tlsLn) })
+		proxyReady.Store(true)
+	}
+
+	vh := vault.Handler(vault.HandlerConfig{
+		Store:         vstore,
+		Ready:         proxyReady.Load,
+		CheckBindings: func(bs []vault.CredentialBinding) error { return checkBindings(store.Current(), bs) },
+		Logger:        log.With("component", "vault"),
+	})
+	a, err := api.New(api.Config{
+		Store:           store,
+		Options:         opts,
+		Token:           cfg.Token,
+		EnforcementMode: cfg.Mode,
+		Apply:           apply,
+		Vault:           vh,
+		Ready: func(ctx context.Context) error {
+			select {
+			case <-dns.Ready():
+				return nil
+			default:
+				return errors.New("DNS proxy not ready")
+			}
+		},
+		Logger: log.With("component", "api"),
+	})
+	if err != nil {
+		return fmt.Errorf("egress: api: %w", err)
+	}
+	apiLn, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("egress: api listener: %w", err)
+	}
+	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	start("api", func() error {
+		err := srv.Serve(apiLn)
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	})
+	if cfg.AlwaysReload > 0 {
+		go reloadAlways(ctx, store, apply, cfg.AlwaysReload, log)
+	}
+	log.Info("egress sidecar serving", "api", apiLn.Addr().String(), "dns", cfg.DNSAddr, "upstreams", upstreams)
+
+	var first error
+	select {
+	case <-ctx.Done():
+	case first = <-errc:
+		running--
+	}
+	cancel()
+	shut, done := context.WithTimeout(context.Background(), 5*time.Second)
+	defer done()
+	_ = srv.Shutdown(shut)
+	for ; running > 0; running-- {
+		if err := <-errc; first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// initialPolicy prefers a valid persisted policy file over the configured
+// policy, so a restarted sidecar keeps the changes made through the API.
+func initialPolicy(cfg Config, opts policy.Options) (*policy.Policy, string, error) {
+	if cfg.PolicyFile != "" {
+		if b, err := os.ReadFile(cfg.PolicyFile); err == nil {
+			if p, err := policy.Parse(b, opts); err == nil {
+				return p, "file", nil
+			}
+		}
+	}
+	p, err := policy.Parse(cfg.Policy, opts)
+	if err != nil {
+		return nil, "", fmt.Errorf("egress: OPENSANDBOX_EGRESS_RULES: %w", err)
+	}
+	return p, "env", nil
+}
+
+func reloadAlways(ctx context.Context, store *policy.Store, apply policy.ApplyFunc, every time.Duration, log *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := store.Reload(ctx, apply); err != nil {
+				log.Warn("reload always-rule files; previous rules stay", "err", err)
+			}
+		}
+	}
+}
+
+// originalDst reports where a redirected connection was headed; a failure
+// refuses the connection (an empty host).
+func originalDst(log *slog.Logger) func(net.Conn) (string, int) {
+	return func(c net.Conn) (string, int) {
+		ap, err := nft.OriginalDst(c)
+		if err != nil {
+			log.Warn("credential proxy: no original destination", "err", err)
+			return "", 0
+		}
+		return ap.Addr().String(), int(ap.Port())
+	}
+}
+
+// checkBindings refuses bindings for hosts the network policy would not let
+// the sandbox reach: such a credential could never be used.
+func checkBindings(p *policy.Policy, bs []vault.CredentialBinding) error {
+	for _, b := range bs {
+		for _, h := range b.Match.Hosts {
+			probe := strings.TrimSuffix(strings.ToLower(h), ".")
+			if rest, ok := strings.CutPrefix(probe, "*."); ok {
+				probe = "probe." + rest
+			}
+			if p.Decide(probe) != policy.Allow {
+				return fmt.Errorf("binding %q: host %q is not allowed by the network policy", b.Name, h)
+			}
+		}
+	}
+	return nil
+}
+
+func portOf(addr string) (uint16, error) {
+	_, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, err
+	}
+	p, err := strconv.ParseUint(ps, 10, 16)
+	if err != nil || p == 0 {
+		return 0, fmt.Errorf("%q has no fixed port", addr)
+	}
+	return uint16(p), nil
+}
+
+func resolverIPs(upstreams []string) []netip.Addr {
+	var out []netip.Addr
+	for _, u := range upstreams {
+		if ap, err := netip.ParseAddrPort(u); err == nil {
+			out = append(out, ap.Addr())
+		} else if a, err := netip.ParseAddr(u); err == nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// resolvConfNameservers returns up to 10 non-loopback nameservers: a
+// loopback resolver would be the sidecar itself after the redirect.
+func resolvConfNameservers(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("egress: no OPENSANDBOX_EGRESS_DNS_UPSTREAM and cannot read %s: %w", path, err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "nameserver" {
+			continue
+		}
+		a, err := netip.ParseAddr(strings.SplitN(f[1], "%", 2)[0])
+		if err != nil || a.IsLoopback() {
+			continue
+		}
+		if out = append(out, a.String()); len(out) == 10 {
+			break
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("egress: no usable nameserver in %s; set OPENSANDBOX_EGRESS_DNS_UPSTREAM", path)
+	}
+	return out, nil
+}
+
+func readCerts(path string) ([]*x509.Certificate, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("egress: upstream CA file: %w", err)
+	}
+	var out []*x509.Certificate
+	for {
+		var blk *pem.Block
+		if blk, b = pem.Decode(b); blk == nil {
+			break
+		}
+		if blk.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("egress: upstream CA file %s: %w", path, err)
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("egress: upstream CA file %s holds no certificate", path)
+	}
+	return out, nil
+}

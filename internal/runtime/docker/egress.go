@@ -1,0 +1,333 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/go-connections/nat"
+
+	"github.com/opensandbox-go/opensandbox/internal/runtime"
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
+)
+
+// The egress sidecar: a container from the egress image that owns the
+// sandbox's network namespace (the sandbox container joins it with
+// network mode container:<sidecar>), holds NET_ADMIN, programs the
+// firewall and serves the egress API. Sandbox ports are published on it.
+const (
+	labelEgressToken = labelPrefix + "egress-auth-token" // on the sandbox
+	labelEgressOf    = labelPrefix + "egress-of"         // on the sidecar: the sandbox id
+
+	egressRepo         = "opensandbox/egress"
+	egressCAInSidecar  = "/run/opensandbox/egress/ca.pem"
+	egressCAInSandbox  = execdDir + "/egress-ca.pem"
+	egressUpstreamCA   = "/etc/opensandbox/upstream-ca.pem"
+	hostCABundle       = "/etc/ssl/certs/ca-certificates.crt"
+	egressMemory       = 256 << 20
+	egressPidsLimit    = 256
+	egressReadyTimeout = 20 * time.Second
+)
+
+var egressPortKey = nat.Port(strconv.Itoa(sandbox.EgressPort) + "/tcp")
+
+func sidecarName(id string) string { return "sandbox-egress-" + id }
+
+// egressImage returns the sidecar image: Options.EgressImage, or one made
+// from Options.EgressPath (the static egress binary and the host's CA
+// bundle, imported as a local image tagged with their hash, so no
+// registry is involved and a new binary gets a new image).
+func (r *Runtime) egressImage(ctx context.Context) (string, error) {
+	if r.opts.EgressImage != "" {
+		return r.opts.EgressImage, nil
+	}
+	r.egressMu.Lock()
+	defer r.egressMu.Unlock()
+	if r.egressRef != "" {
+		return r.egressRef, nil
+	}
+	if r.opts.EgressPath == "" {
+		return "", fmt.Errorf("docker: network policies need the egress sidecar, but neither an egress image nor the egress binary is configured: %w", runtime.ErrNotSupported)
+	}
+	bin, err := os.ReadFile(r.opts.EgressPath)
+	if err != nil {
+		return "", fmt.Errorf("docker: read the egress binary: %w", err)
+	}
+	bundle, _ := os.ReadFile(hostCABundle) // origins are verified against it; absent is allowed
+	sum := sha256.New()
+	sum.Write(bin)
+	sum.Write(bundle)
+	ref := egressRepo + ":" + hex.EncodeToString(sum.Sum(nil))[:16]
+	if _, err := r.cli.ImageInspect(ctx, ref); err == nil {
+		r.egressRef = ref
+		return ref, nil
+	}
+	tarball, err := egressRootfs(bin, bundle)
+	if err != nil {
+		return "", err
+	}
+	rc, err := r.cli.ImageImport(ctx, image.ImportSource{Source: bytes.NewReader(tarball), SourceName: "-"}, ref, image.ImportOptions{
+		Changes: []string{`ENTRYPOINT ["/egress"]`, "LABEL io.opensandbox.image=egress"},
+	})
+	if err != nil {
+		return "", engineErr(err, "docker: import the egress image")
+	}
+	_, _ = io.Copy(io.Discard, rc)
+	rc.Close()
+	r.log.InfoContext(ctx, "egress sidecar image built", "image", ref)
+	r.egressRef = ref
+	return ref, nil
+}
+
+// egressRootfs is the sidecar's whole filesystem.
+func egressRootfs(bin, bundle []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	now := time.Now()
+	for _, d := range []struct {
+		name string
+		mode int64
+	}{{"etc/", 0o755}, {"etc/ssl/", 0o755}, {"etc/ssl/certs/", 0o755}, {"run/", 0o755}, {"run/opensandbox/", 0o755},
+		{"run/opensandbox/egress/", 0o755}, {"tmp/", 0o1777}, {"var/", 0o755}, {"var/egress/", 0o755}, {"var/egress/rules/", 0o755}} {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d.name, Mode: d.mode, ModTime: now}); err != nil {
+			return nil, err
+		}
+	}
+	files := []struct {
+		name string
+		mode int64
+		data []byte
+	}{{"egress", 0o755, bin}}
+	if len(bundle) > 0 {
+		files = append(files, struct {
+			name string
+			mode int64
+			data []byte
+		}{strings.TrimPrefix(hostCABundle, "/"), 0o644, bundle})
+	}
+	for _, f := range files {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: now}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// startSidecar creates and starts the sidecar of spec, waits until its
+// firewall is programmed and its API answers, and returns its container id
+// and, with the credential proxy, the CA certificate the sandbox must
+// trust. It returns the id as soon as the container exists, even on error.
+func (r *Runtime) startSidecar(ctx context.Context, spec runtime.Spec) (string, []byte, error) {
+	ref, err := r.egressImage(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	eg := spec.Egress
+	env := []string{
+		"OPENSANDBOX_EGRESS_RULES=" + string(eg.Policy),
+		"OPENSANDBOX_EGRESS_MODE=" + r.opts.EgressMode,
+		"OPENSANDBOX_EGRESS_TOKEN=" + eg.Token,
+		"OPENSANDBOX_EGRESS_SANDBOX_ID=" + spec.ID,
+		"OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=" + strconv.FormatBool(eg.CredentialProxy),
+		"OPENSANDBOX_EGRESS_CA_FILE=" + egressCAInSidecar,
+	}
+	if len(r.opts.EgressDNSUpstreams) > 0 {
+		env = append(env, "OPENSANDBOX_EGRESS_DNS_UPSTREAM="+strings.Join(r.opts.EgressDNSUpstreams, ","))
+	}
+	labels := map[string]string{labelEgressOf: spec.ID}
+	for k, v := range r.opts.Labels {
+		labels[k] = v
+	}
+	cfg := &container.Config{
+		Image:  ref,
+		Env:    env,
+		Labels: labels,
+		ExposedPorts: nat.PortSet{
+			execdPortKey: {}, httpPortKey: {}, egressPortKey: {},
+		},
+	}
+	no := false
+	pids := int64(egressPidsLimit)
+	hc := &container.HostConfig{
+		NetworkMode: container.NetworkMode(networkBridge),
+		CapDrop:     []string{"ALL"},
+		CapAdd:      []string{"NET_ADMIN"},
+		SecurityOpt: r.securityOpt,
+		Init:        &no,
+		Runtime:     "", // the sidecar is ours; the sandbox's OCI runtime may not allow NET_ADMIN
+		PortBindings: nat.PortMap{
+			execdPortKey:  {{HostIP: r.opts.HostIP}},
+			httpPortKey:   {{HostIP: r.opts.HostIP}},
+			egressPortKey: {{HostIP: r.opts.HostIP}},
+		},
+		Resources: container.Resources{Memory: egressMemory, MemorySwap: egressMemory, PidsLimit: &pids},
+	}
+	if r.opts.EgressDisableIPv6 {
+		hc.Sysctls = map[string]string{"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
+	}
+	if r.opts.EgressUpstreamCAFile != "" {
+		hc.Mounts = []mount.Mount{{Type: mount.TypeBind, Source: r.opts.EgressUpstreamCAFile, Target: egressUpstreamCA, ReadOnly: true}}
+		cfg.Env = append(cfg.Env, "OPENSANDBOX_EGRESS_UPSTREAM_CA_FILE="+egressUpstreamCA)
+	}
+	created, err := r.cli.ContainerCreate(ctx, cfg, hc, nil, nil, sidecarName(spec.ID))
+	if err != nil {
+		return "", nil, engineErr(err, "docker: sandbox %s: create egress sidecar", spec.ID)
+	}
+	if err := r.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		return created.ID, nil, engineErr(err, "docker: sandbox %s: start egress sidecar", spec.ID)
+	}
+	if err := r.waitSidecar(ctx, spec.ID, created.ID); err != nil {
+		if logs := r.lastLogs(context.WithoutCancel(ctx), created.ID, 20); logs != "" {
+			return created.ID, nil, fmt.Errorf("%w; last sidecar logs:\n%s", err, logs)
+		}
+		return created.ID, nil, err
+	}
+	if !eg.CredentialProxy {
+		return created.ID, nil, nil
+	}
+	ca, err := r.copyFileOut(ctx, created.ID, egressCAInSidecar)
+	if err != nil {
+		return created.ID, nil, fmt.Errorf("docker: sandbox %s: read the egress CA: %w", spec.ID, err)
+	}
+	return created.ID, ca, nil
+}
+
+// waitSidecar polls the sidecar's /healthz on its published port until it
+// answers 200 (firewall programmed, DNS proxy listening), the container
+// stops or the time is up.
+func (r *Runtime) waitSidecar(ctx context.Context, id, containerID string) error {
+	wctx, cancel := context.WithTimeout(ctx, egressReadyTimeout)
+	defer cancel()
+	delay := 5 * time.Millisecond
+	var last error
+	for wctx.Err() == nil {
+		c, err := r.cli.ContainerInspect(wctx, containerID)
+		if err != nil {
+			return engineErr(err, "docker: sandbox %s: inspect egress sidecar", id)
+		}
+		if c.State == nil || !c.State.Running {
+			return fmt.Errorf("docker: sandbox %s: egress sidecar stopped before it was ready (%s)", id, stateOf(c.State).Message)
+		}
+		if p, err := publishedPort(c, egressPortKey); err != nil {
+			last = err
+		} else if last = r.getOK(wctx, fmt.Sprintf("http://%s/healthz", net.JoinHostPort(r.opts.HostIP, strconv.Itoa(p)))); last == nil {
+			return nil
+		}
+		select {
+		case <-wctx.Done():
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 200*time.Millisecond)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("docker: sandbox %s: egress sidecar not ready after %s: %v: %w", id, egressReadyTimeout, last, runtime.ErrUnavailable)
+}
+
+func (r *Runtime) getOK(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := r.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", url, resp.Status)
+	}
+	return nil
+}
+
+// copyFileOut reads one small regular file out of a container.
+func (r *Runtime) copyFileOut(ctx context.Context, containerID, p string) ([]byte, error) {
+	rc, _, err := r.cli.CopyFromContainer(ctx, containerID, p)
+	if err != nil {
+		return nil, engineErr(err, "docker: copy %s out of %s", p, containerID)
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return nil, fmt.Errorf("docker: %s: %w", p, err)
+		}
+		if h.Typeflag == tar.TypeReg && path.Base(h.Name) == path.Base(p) {
+			return io.ReadAll(io.LimitReader(tr, 1<<20))
+		}
+	}
+}
+
+// caArchive puts the sidecar's CA certificate where execd installs it from.
+func caArchive(ca []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	now := time.Now()
+	for _, d := range []string{"opt/", "opt/opensandbox/"} {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755, ModTime: now}); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(egressCAInSandbox, "/"), Mode: 0o644, Size: int64(len(ca)), ModTime: now}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(ca); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// removeSidecar force-removes the sidecar of sandbox id, if any.
+func (r *Runtime) removeSidecar(ctx context.Context, id string) error {
+	err := r.cli.ContainerRemove(ctx, sidecarName(id), container.RemoveOptions{Force: true})
+	if err != nil && classOf(err) != runtime.ErrNotFound {
+		return engineErr(err, "docker: sandbox %s: remove egress sidecar", id)
+	}
+	return nil
+}
+
+// sidecarDown reports, for a sandbox with an egress sidecar, whether the
+// sidecar is gone or stopped: the sandbox then has no network at all (the
+// engine removed the namespace's interfaces with the sidecar), so it is
+// reported Failed rather than Running.
+func (r *Runtime) sidecarDown(ctx context.Context, id string) (bool, error) {
+	c, err := r.cli.ContainerInspect(ctx, sidecarName(id))
+	if err != nil {
+		if classOf(err) == runtime.ErrNotFound {
+			return true, nil
+		}
+		return false, engineErr(err, "docker: sandbox %s: inspect egress sidecar", id)
+	}
+	return c.State == nil || !c.State.Running, nil
+}
+
+var errSidecarDown = errors.New("the egress sidecar is not running; the sandbox has no network")
