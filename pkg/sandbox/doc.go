@@ -22,6 +22,9 @@
 //	err = sb.WriteFile(ctx, "/tmp/note.txt", []byte("hi\n"), sandbox.WriteOptions{Mode: 644})
 //	data, err := sb.ReadFile(ctx, "/tmp/note.txt")
 //
+// Sandbox.Egress and Sandbox.CredentialVault talk to the egress sidecar of
+// a sandbox created with a NetworkPolicy (its types are in egress_types.go).
+//
 // Errors from the servers are *APIError values; test them with IsNotFound,
 // IsConflict and IsUnauthorized. Context errors come back undecorated.
 // NewClient also reads OPEN_SANDBOX_DOMAIN, OPEN_SANDBOX_API_KEY,
