@@ -28,8 +28,9 @@ var families = []family{
 		allow: SetAllow6, deny: SetDeny6, dyn: SetDyn6, isV4: false},
 }
 
-// build queues sets, chains and rules for r on c.
-func build(c *nftables.Conn, t *nftables.Table, r Rules) error {
+// build queues sets, chains and rules for r on c. With guard, a last
+// chain drops what the liveness chain did not mark.
+func build(c *nftables.Conn, t *nftables.Table, r Rules, guard bool) error {
 	// Loopback destinations are always allowed (the sidecar's own
 	// listeners live there).
 	allow := append([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}, r.AllowCIDRs...)
@@ -103,6 +104,17 @@ func build(c *nftables.Conn, t *nftables.Table, r Rules) error {
 		add(daddrIn(s.fam, s.allow), accept())
 	}
 	add([]expr.Any{&expr.Counter{}}, verdict(final))
+
+	if guard {
+		drop := nftables.ChainPolicyDrop
+		g := c.AddChain(&nftables.Chain{
+			Name: GuardChain, Table: t, Type: nftables.ChainTypeFilter,
+			Hooknum: nftables.ChainHookOutput, Priority: nftables.ChainPriorityRef(guardPriority), Policy: &drop,
+		})
+		for _, e := range [][]expr.Any{oifname("lo"), markIs(BypassMark), markIs(LiveMark)} {
+			c.AddRule(&nftables.Rule{Table: t, Chain: g, Exprs: concat(e, accept())})
+		}
+	}
 
 	port := r.DNSProxyPort
 	if port == 0 {

@@ -19,6 +19,12 @@
 //	ip/ip6 daddr @allow_v4/@allow_v6 accept
 //	counter drop                          (counter accept when default allow)
 //
+// With TieToProcess, egress also depends on the sidecar process being
+// alive: an owned table "inet opensandbox_live" (deleted by the kernel when
+// the process exits, however it exits) marks accepted packets, and a guard
+// chain (priority -130, policy drop) accepts only loopback and marked
+// packets. A killed sidecar leaves the sandbox with loopback only.
+//
 // A nat output chain redirects udp/tcp dport 53 to the DNS proxy port,
 // except packets carrying mark 0x1, so processes cannot pick another
 // resolver; with Rules.TLSProxyPort it also redirects tcp dport 443 on
@@ -48,6 +54,7 @@ const (
 	TableName  = "opensandbox"
 	ChainName  = "egress"
 	NATChain   = "dns_redirect"
+	GuardChain = "guard"
 	SetAllow4  = "allow_v4"
 	SetAllow6  = "allow_v6"
 	SetDeny4   = "deny_v4"
@@ -99,6 +106,41 @@ type Firewall struct {
 	mu sync.Mutex
 	// applied is set once Apply succeeded; AllowDynamic needs the sets.
 	applied bool
+	// live owns the liveness table once TieToProcess succeeded.
+	live *liveness
+}
+
+// TieToProcess makes the namespace's egress depend on this process being
+// alive: it creates the liveness table (owned by a netlink socket of this
+// process, so the kernel deletes it when the process exits) and from the
+// next Apply on adds a guard chain that drops every packet the liveness
+// chain did not mark. Call it before the first Apply. Close releases it
+// explicitly, closing the namespace's egress.
+func (f *Firewall) TieToProcess() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.live != nil {
+		return nil
+	}
+	l, err := f.holdLiveness()
+	if err != nil {
+		return err
+	}
+	f.live = l
+	return nil
+}
+
+// Close releases the liveness table, if held: the sandbox loses egress.
+// The opensandbox table stays.
+func (f *Firewall) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.live == nil {
+		return nil
+	}
+	err := f.live.close()
+	f.live = nil
+	return err
 }
 
 // New returns a Firewall for the network namespace ns. ns is only used
@@ -149,7 +191,7 @@ func (f *Firewall) Apply(ctx context.Context, r Rules) error {
 	t := c.AddTable(table())
 	c.DelTable(t)
 	t = c.AddTable(table())
-	if err := build(c, t, r); err != nil {
+	if err := build(c, t, r, f.live != nil); err != nil {
 		return fmt.Errorf("nft: build rules: %w", err)
 	}
 	if err := c.Flush(); err != nil {

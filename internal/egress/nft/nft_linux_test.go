@@ -443,3 +443,58 @@ func TestTLSRedirect(t *testing.T) {
 	// Other ports to allowed addresses are not redirected.
 	tn.mustConnect(t, tn.world1, tn.httpPort)
 }
+
+// TestLivenessGuard checks the fail-closed tie: with the liveness table
+// held, allowed traffic flows; once its socket closes (as when the sidecar
+// process dies) the kernel drops the table and the guard chain stops all
+// egress, even to addresses the policy allows.
+func TestLivenessGuard(t *testing.T) {
+	tn := setupNet(t)
+	ctx := context.Background()
+	f := newFirewall(t, tn)
+	t.Cleanup(func() { _ = f.Close(); _ = f.Remove(ctx) })
+	if err := f.TieToProcess(); err != nil {
+		t.Fatalf("TieToProcess: %v", err)
+	}
+	if err := f.Apply(ctx, Rules{DefaultDeny: false}); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	tn.mustConnect(t, tn.world1, tn.httpPort)
+	if !hasTable(t, tn, LiveTable) {
+		t.Fatal("liveness table missing while held")
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if hasTable(t, tn, LiveTable) {
+		t.Fatal("liveness table survived its socket")
+	}
+	tn.mustBeDropped(t, tn.world1, tn.httpPort)
+	// Loopback keeps working.
+	var ln net.Listener
+	inNS(t, tn.sandbox, func() error {
+		var err error
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+		return err
+	})
+	defer ln.Close()
+	tn.mustConnect(t, netip.MustParseAddr("127.0.0.1"), ln.Addr().(*net.TCPAddr).Port)
+}
+
+func hasTable(t *testing.T, tn *testNet, name string) bool {
+	t.Helper()
+	c, err := nftables.New(nftables.WithNetNSFd(int(tn.sandbox)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range ts {
+		if tb.Name == name {
+			return true
+		}
+	}
+	return false
+}

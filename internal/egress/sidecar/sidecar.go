@@ -83,6 +83,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("egress: firewall (the sidecar needs CAP_NET_ADMIN): %w", err)
 	}
+	// Before any rule: from here on the sandbox's egress lives and dies
+	// with this process.
+	if err := fw.TieToProcess(); err != nil {
+		return fmt.Errorf("egress: tie egress to the sidecar process: %w", err)
+	}
 	resolvers := resolverIPs(upstreams)
 	apply := func(ctx context.Context, p *policy.Policy) error {
 		return fw.Apply(ctx, firewallRules(p, cfg.Mode, dnsPort, tlsPort, resolvers))
