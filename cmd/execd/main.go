@@ -27,6 +27,7 @@ import (
 	"github.com/opensandbox-go/opensandbox/internal/execd/server"
 	"github.com/opensandbox-go/opensandbox/internal/execd/session"
 	"github.com/opensandbox-go/opensandbox/internal/execd/supervisor"
+	"github.com/opensandbox-go/opensandbox/internal/execd/trust"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
@@ -111,6 +112,9 @@ func run(args []string) (int, error) {
 	// and the entrypoint must not see them.
 	os.Unsetenv(supervisor.ServerMarkerEnv)
 	os.Unsetenv("EXECD_ACCESS_TOKEN")
+	if !supervised {
+		installEgressCA(logger)
+	}
 	if len(cfg.entrypoint) > 0 && !supervised {
 		// The supervisor handles signals itself and must not start
 		// children through os/exec (its reaper would steal their status).
@@ -129,6 +133,29 @@ func run(args []string) (int, error) {
 	}
 	return 0, serve(ctx, cfg, logger)
 }
+
+// installEgressCA trusts the egress sidecar's CA (given by the runtime when
+// the credential proxy is on) in the image's bundles and exports the
+// variables that point clients at it, before any process starts. A failure
+// is logged, not fatal: HTTPS through the proxy then fails verification,
+// which is visible and safe.
+func installEgressCA(logger *slog.Logger) {
+	ca := os.Getenv(egressCAEnv)
+	if ca == "" {
+		return
+	}
+	res, err := trust.Install(ca, nil, os.TempDir(), os.Getenv)
+	if err != nil {
+		logger.Error("cannot trust the egress CA; HTTPS through the credential proxy will fail verification", "ca", ca, "err", err)
+		return
+	}
+	for k, v := range res.Env {
+		os.Setenv(k, v)
+	}
+	logger.Info("egress CA trusted", "bundles", res.Updated)
+}
+
+const egressCAEnv = "OPENSANDBOX_EGRESS_CA_FILE"
 
 func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	env := procenv.Builder{EnvFile: cfg.envFile}

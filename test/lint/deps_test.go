@@ -6,16 +6,17 @@ import (
 	"testing"
 )
 
-// sandboxBinaries run inside arbitrary sandbox images: they must build
-// without cgo and must not pull in orchestration clients or test code.
-var sandboxBinaries = []string{"./cmd/execd"}
+// sandboxBinaries run inside arbitrary sandbox images (execd) or as the
+// only file of the sidecar image (egress): they must build without cgo and
+// must not pull in orchestration clients or test code.
+var sandboxBinaries = []string{"./cmd/execd", "./cmd/egress"}
 
 var forbidden = map[string]string{
 	"testing":                        "test code in a production binary",
-	"github.com/docker/docker":       "execd never talks to the container engine",
-	"github.com/moby/moby":           "execd never talks to the container engine",
-	"k8s.io/client-go":               "execd never talks to Kubernetes",
-	"sigs.k8s.io/controller-runtime": "execd never talks to Kubernetes",
+	"github.com/docker/docker":       "sandbox binaries never talk to the container engine",
+	"github.com/moby/moby":           "sandbox binaries never talk to the container engine",
+	"k8s.io/client-go":               "sandbox binaries never talk to Kubernetes",
+	"sigs.k8s.io/controller-runtime": "sandbox binaries never talk to Kubernetes",
 	"github.com/getkin/kin-openapi":  "the OpenAPI validator is for tests only",
 }
 

@@ -1,0 +1,136 @@
+// Package trust adds the egress sidecar's per-sandbox CA to the trust
+// stores of whatever image the sandbox runs, so HTTPS clients inside accept
+// the credential proxy's certificates without any change to user code.
+//
+// The CA is appended to every system bundle that exists (Debian, Alpine,
+// RHEL, SUSE layouts), once: a bundle already holding it is left alone, so
+// a restarted execd adds nothing. When no bundle can be written (an image
+// running as a non-root user), a combined bundle is written to a temporary
+// file instead. Either way the environment variables that Python requests,
+// curl, OpenSSL and Node read are pointed at a bundle holding the CA, unless
+// the image already sets them.
+package trust
+
+import (
+	"bytes"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// SystemBundles are the CA bundle files of common distributions, most
+// common first.
+var SystemBundles = []string{
+	"/etc/ssl/certs/ca-certificates.crt", // Debian, Ubuntu, Alpine
+	"/etc/pki/tls/certs/ca-bundle.crt",   // RHEL, Fedora
+	"/etc/ssl/ca-bundle.pem",             // SUSE
+	"/etc/ssl/cert.pem",                  // Alpine, macOS-like layouts
+}
+
+// bundleEnv are the variables pointed at the updated bundle.
+var bundleEnv = []string{"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"}
+
+// Result says what Install did.
+type Result struct {
+	// Updated are the bundles the CA was appended to (or already in).
+	Updated []string
+	// Env are the variables to add to the environment of every process.
+	Env map[string]string
+}
+
+// Install adds the certificates of caFile to the bundles (SystemBundles
+// when nil), writing a fallback bundle into tmpDir when none is writable.
+// getenv decides which variables are already set by the image.
+func Install(caFile string, bundles []string, tmpDir string, getenv func(string) string) (Result, error) {
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return Result{}, fmt.Errorf("trust: read CA: %w", err)
+	}
+	if blk, _ := pem.Decode(ca); blk == nil || blk.Type != "CERTIFICATE" {
+		return Result{}, fmt.Errorf("trust: %s holds no PEM certificate", caFile)
+	}
+	ca = append(bytes.TrimSpace(ca), '\n')
+	if bundles == nil {
+		bundles = SystemBundles
+	}
+	var (
+		res      Result
+		seen     = map[string]bool{}
+		readable []byte
+		errs     []error
+	)
+	for _, b := range bundles {
+		real, err := filepath.EvalSymlinks(b)
+		if err != nil {
+			continue // absent in this image
+		}
+		if seen[real] {
+			res.Updated = append(res.Updated, b)
+			continue
+		}
+		seen[real] = true
+		cur, err := os.ReadFile(real)
+		if err != nil {
+			continue
+		}
+		if readable == nil {
+			readable = cur
+		}
+		if bytes.Contains(cur, ca) {
+			res.Updated = append(res.Updated, b)
+			continue
+		}
+		if err := appendFile(real, cur, ca); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		res.Updated = append(res.Updated, b)
+	}
+	target := ""
+	if len(res.Updated) > 0 {
+		target = res.Updated[0]
+	} else {
+		target = filepath.Join(tmpDir, "opensandbox-ca-bundle.pem")
+		if err := os.WriteFile(target, append(withNewline(readable), ca...), 0o644); err != nil {
+			return Result{}, errors.Join(append(errs, fmt.Errorf("trust: write fallback bundle: %w", err))...)
+		}
+	}
+	res.Env = map[string]string{}
+	for _, k := range bundleEnv {
+		if getenv(k) == "" {
+			res.Env[k] = target
+		}
+	}
+	if getenv("NODE_EXTRA_CA_CERTS") == "" {
+		res.Env["NODE_EXTRA_CA_CERTS"] = caFile
+	}
+	return res, nil
+}
+
+func appendFile(path string, cur, ca []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		if errors.Is(err, fs.ErrPermission) || errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("trust: %s is not writable: %w", path, err)
+		}
+		return fmt.Errorf("trust: open %s: %w", path, err)
+	}
+	defer f.Close()
+	if len(cur) > 0 && cur[len(cur)-1] != '\n' {
+		ca = append([]byte{'\n'}, ca...)
+	}
+	if _, err := f.Write(ca); err != nil {
+		return fmt.Errorf("trust: append to %s: %w", path, err)
+	}
+	return nil
+}
+
+func withNewline(b []byte) []byte {
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		return append(b, '\n')
+	}
+	return b
+}

@@ -1,0 +1,102 @@
+package trust
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func testCA(t *testing.T, dir string) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestInstallAppendsOnceAndFollowsSymlinks(t *testing.T) {
+	dir := t.TempDir()
+	ca := testCA(t, dir)
+	debian := filepath.Join(dir, "ca-certificates.crt")
+	if err := os.WriteFile(debian, []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "cert.pem")
+	if err := os.Symlink(debian, link); err != nil {
+		t.Fatal(err)
+	}
+	bundles := []string{debian, filepath.Join(dir, "absent.crt"), link}
+	env := map[string]string{"REQUESTS_CA_BUNDLE": "/image/own.pem"}
+	for i := 0; i < 2; i++ { // a restarted execd must not add it again
+		res, err := Install(ca, bundles, dir, func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatalf("Install: %v", err)
+		}
+		if len(res.Updated) != 2 || res.Env["SSL_CERT_FILE"] != debian || res.Env["NODE_EXTRA_CA_CERTS"] != ca {
+			t.Fatalf("result = %+v", res)
+		}
+		if _, set := res.Env["REQUESTS_CA_BUNDLE"]; set {
+			t.Fatal("overrode a variable the image sets")
+		}
+	}
+	got, _ := os.ReadFile(debian)
+	pemCA, _ := os.ReadFile(ca)
+	if n := strings.Count(string(got), strings.TrimSpace(string(pemCA))); n != 1 {
+		t.Fatalf("CA appears %d times in the bundle; want 1:\n%s", n, got)
+	}
+	if !strings.Contains(string(got), "-----END CERTIFICATE-----\n-----BEGIN CERTIFICATE-----") {
+		t.Fatalf("CA not appended on its own line:\n%s", got)
+	}
+}
+
+func TestInstallFallbackWhenNothingWritable(t *testing.T) {
+	// /proc/version is readable and not writable, even by root: it plays
+	// the system bundle of an image running as an unprivileged user.
+	sys, err := os.ReadFile("/proc/version")
+	if err != nil {
+		t.Skip("no /proc/version")
+	}
+	dir := t.TempDir()
+	ca := testCA(t, dir)
+	res, err := Install(ca, []string{"/proc/version"}, dir, func(string) string { return "" })
+	if err != nil {
+		t.Fatalf("Install: %v", err)
+	}
+	fb := res.Env["SSL_CERT_FILE"]
+	if filepath.Dir(fb) != dir {
+		t.Fatalf("SSL_CERT_FILE = %q; want a fallback bundle in %s", fb, dir)
+	}
+	b, _ := os.ReadFile(fb)
+	if !strings.HasPrefix(string(b), string(withNewline(sys))+"-----BEGIN CERTIFICATE-----") {
+		t.Fatalf("fallback bundle %s = %q", fb, b)
+	}
+}
+
+func TestInstallRejectsNonPEM(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "x")
+	os.WriteFile(p, []byte("not a cert"), 0o644)
+	if _, err := Install(p, []string{}, dir, os.Getenv); err == nil {
+		t.Fatal("no error for a non-PEM CA file")
+	}
+}
