@@ -33,21 +33,31 @@ func (r *Runtime) Address(ctx context.Context, id string, port int) (runtime.Add
 		st := stateOf(c.State)
 		return runtime.Address{}, fmt.Errorf("docker: sandbox %s is not running (%s): %w", id, st.State, runtime.ErrConflict)
 	}
-	if c.HostConfig != nil && c.HostConfig.NetworkMode.IsContainer() {
-		// Behind an egress sidecar: the ports are published on it.
-		sc, err := r.cli.ContainerInspect(ctx, sidecarName(id))
-		if err != nil {
-			if classOf(err) == runtime.ErrNotFound {
-				return runtime.Address{}, fmt.Errorf("docker: sandbox %s: %w: %w", id, errSidecarDown, runtime.ErrConflict)
-			}
-			return runtime.Address{}, engineErr(err, "docker: sandbox %s: inspect egress sidecar", id)
-		}
-		if sc.State == nil || !sc.State.Running {
-			return runtime.Address{}, fmt.Errorf("docker: sandbox %s: %w: %w", id, errSidecarDown, runtime.ErrConflict)
-		}
-		c.NetworkSettings = sc.NetworkSettings
+	if err := r.useSidecarPorts(ctx, id, &c); err != nil {
+		return runtime.Address{}, err
 	}
 	return r.addressOf(c, id, port)
+}
+
+// useSidecarPorts gives a sandbox behind an egress sidecar the sidecar's
+// network settings: its ports are published there. ErrConflict when the
+// sidecar is not running.
+func (r *Runtime) useSidecarPorts(ctx context.Context, id string, c *container.InspectResponse) error {
+	if c.HostConfig == nil || !c.HostConfig.NetworkMode.IsContainer() {
+		return nil
+	}
+	sc, err := r.cli.ContainerInspect(ctx, sidecarName(id))
+	if err != nil {
+		if classOf(err) == runtime.ErrNotFound {
+			return fmt.Errorf("docker: sandbox %s: %w: %w", id, errSidecarDown, runtime.ErrConflict)
+		}
+		return engineErr(err, "docker: sandbox %s: inspect egress sidecar", id)
+	}
+	if sc.State == nil || !sc.State.Running {
+		return fmt.Errorf("docker: sandbox %s: %w: %w", id, errSidecarDown, runtime.ErrConflict)
+	}
+	c.NetworkSettings = sc.NetworkSettings
+	return nil
 }
 
 // addressOf computes the address of port from an inspected container.

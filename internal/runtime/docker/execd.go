@@ -109,6 +109,9 @@ func (r *Runtime) waitExecd(ctx context.Context, id, token string) error {
 			// not a bad request.
 			return fmt.Errorf("docker: sandbox %s: container stopped before execd was ready (%s)", id, st.Message)
 		}
+		if err := r.useSidecarPorts(wctx, id, &c); err != nil {
+			return err
+		}
 		a, err := r.addressOf(c, id, sandbox.ExecdPort)
 		if err != nil {
 			return err
