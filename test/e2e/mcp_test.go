@@ -21,7 +21,8 @@ import (
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
-// mcpToolNames is the tool set of the MCP server (upstream's, same names).
+// mcpToolNames is the tool set of the MCP server (upstream's, same names,
+// plus code and egress tools).
 var mcpToolNames = []string{
 	"sandbox_create", "sandbox_connect", "sandbox_kill", "sandbox_get_info", "sandbox_list",
 	"sandbox_renew", "sandbox_get_metrics", "sandbox_healthcheck", "sandbox_get_endpoint",
@@ -29,6 +30,7 @@ var mcpToolNames = []string{
 	"code_run", "code_context_create", "code_context_list", "code_context_delete",
 	"file_read", "file_write", "file_delete", "file_search", "file_create_directories",
 	"file_delete_directories", "file_move", "file_replace_contents",
+	"egress_get_policy", "egress_patch_policy",
 }
 
 // mcpCmd is the opensandbox-mcp binary set up to talk to srv; its stderr

@@ -18,8 +18,8 @@ import (
 //
 // In dns mode only the DNS redirect and the DoT block are programmed: IP
 // rules are not enforced and unmatched traffic is accepted.
-func firewallRules(p *policy.Policy, mode string, dnsPort, tlsPort uint16, resolvers []netip.Addr) nft.Rules {
-	r := nft.Rules{DNSProxyPort: dnsPort, TLSProxyPort: tlsPort, ResolverIPs: resolvers}
+func firewallRules(p *policy.Policy, mode string, dnsPort, tlsPort uint16) nft.Rules {
+	r := nft.Rules{DNSProxyPort: dnsPort, TLSProxyPort: tlsPort}
 	if mode != sandbox.EgressEnforcementDNSNft {
 		return r
 	}

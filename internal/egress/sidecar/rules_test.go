@@ -36,7 +36,7 @@ func TestFirewallRulesFirstMatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := firewallRules(p, sandbox.EgressEnforcementDNSNft, 15353, 0, nil)
+	r := firewallRules(p, sandbox.EgressEnforcementDNSNft, 15353, 0)
 	if !r.DefaultDeny {
 		t.Fatal("default deny lost")
 	}
@@ -47,7 +47,7 @@ func TestFirewallRulesFirstMatch(t *testing.T) {
 			t.Errorf("%s: firewall %s, policy %s", s, got, want)
 		}
 	}
-	if d := firewallRules(p, sandbox.EgressEnforcementDNS, 15353, 18081, nil); d.DefaultDeny || len(d.AllowCIDRs)+len(d.DenyCIDRs) != 0 || d.TLSProxyPort != 18081 {
+	if d := firewallRules(p, sandbox.EgressEnforcementDNS, 15353, 18081); d.DefaultDeny || len(d.AllowCIDRs)+len(d.DenyCIDRs) != 0 || d.TLSProxyPort != 18081 {
 		t.Fatalf("dns mode rules = %+v; want only redirects", d)
 	}
 }

@@ -88,9 +88,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := fw.TieToProcess(); err != nil {
 		return fmt.Errorf("egress: tie egress to the sidecar process: %w", err)
 	}
-	resolvers := resolverIPs(upstreams)
+	// The resolvers are not allow-listed: only the DNS proxy talks to them,
+	// with the bypass mark. The sandbox's own port-53 traffic is redirected
+	// to the proxy whatever address it names.
 	apply := func(ctx context.Context, p *policy.Policy) error {
-		return fw.Apply(ctx, firewallRules(p, cfg.Mode, dnsPort, tlsPort, resolvers))
+		return fw.Apply(ctx, firewallRules(p, cfg.Mode, dnsPort, tlsPort))
 	}
 	if err := apply(ctx, store.Current()); err != nil {
 		return fmt.Errorf("egress: program firewall: %w", err)
@@ -296,18 +298,6 @@ func portOf(addr string) (uint16, error) {
 		return 0, fmt.Errorf("%q has no fixed port", addr)
 	}
 	return uint16(p), nil
-}
-
-func resolverIPs(upstreams []string) []netip.Addr {
-	var out []netip.Addr
-	for _, u := range upstreams {
-		if ap, err := netip.ParseAddrPort(u); err == nil {
-			out = append(out, ap.Addr())
-		} else if a, err := netip.ParseAddr(u); err == nil {
-			out = append(out, a)
-		}
-	}
-	return out
 }
 
 // resolvConfNameservers returns up to 10 non-loopback nameservers: a
