@@ -236,10 +236,16 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	for k, v := range f.inject {
 		pr.Out.Header[k] = v // replaces whatever the sandbox sent
 	}
+	if len(f.inject) > 0 {
+		// An identity-encoded answer can be scanned for echoed secrets.
+		pr.Out.Header.Del("Accept-Encoding")
+	}
 }
 
-// modifyResponse redacts injected secrets an origin echoes in response
-// headers. Bodies are streamed unchanged.
+// modifyResponse redacts injected secrets an origin echoes, in response
+// headers and (streaming, same length) in bodies, so the sandbox never
+// reads a secret back. Bodies of injected requests arrive unencoded (rewrite
+// drops Accept-Encoding); a body the origin encodes anyway is scanned as is.
 func (p *Proxy) modifyResponse(resp *http.Response) error {
 	f, _ := resp.Request.Context().Value(forwardKey{}).(*forward)
 	if f == nil || len(f.inject) == 0 {
@@ -263,6 +269,9 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 				}
 			}
 		}
+	}
+	if resp.Body != nil && resp.Body != http.NoBody {
+		resp.Body = newRedactingBody(resp.Body, needles)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/go-connections/nat"
@@ -75,6 +76,7 @@ func (r *Runtime) egressImage(ctx context.Context) (string, error) {
 	ref := egressRepo + ":" + hex.EncodeToString(sum.Sum(nil))[:16]
 	if _, err := r.cli.ImageInspect(ctx, ref); err == nil {
 		r.egressRef = ref
+		r.pruneEgressImages(ctx, ref)
 		return ref, nil
 	}
 	tarball, err := egressRootfs(bin, bundle)
@@ -91,7 +93,24 @@ func (r *Runtime) egressImage(ctx context.Context) (string, error) {
 	rc.Close()
 	r.log.InfoContext(ctx, "egress sidecar image built", "image", ref)
 	r.egressRef = ref
+	r.pruneEgressImages(ctx, ref)
 	return ref, nil
+}
+
+// pruneEgressImages removes sidecar images of older egress binaries; the
+// engine refuses to remove one a container still uses, which is fine.
+func (r *Runtime) pruneEgressImages(ctx context.Context, keep string) {
+	imgs, err := r.cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("reference", egressRepo))})
+	if err != nil {
+		return
+	}
+	for _, img := range imgs {
+		for _, tag := range img.RepoTags {
+			if tag != keep && strings.HasPrefix(tag, egressRepo+":") {
+				_, _ = r.cli.ImageRemove(ctx, tag, image.RemoveOptions{PruneChildren: true})
+			}
+		}
+	}
 }
 
 // egressRootfs is the sidecar's whole filesystem.

@@ -1,0 +1,225 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
+)
+
+// TestEgressDocker drives network policies and the credential vault end to
+// end: the real server creates a sandbox behind the egress sidecar on the
+// Docker engine, and the sandbox's own commands probe a world served by the
+// test on the Docker bridge's host address (traffic never leaves this
+// machine).
+func TestEgressDocker(t *testing.T) {
+	gw := dockerBridgeGateway(t)
+	zone := map[string]string{
+		"api.vault.test":   gw,
+		"other.vault.test": gw,
+		"denied.test":      gw,
+		"a.wild.test":      gw,
+		"wild.test":        gw,
+	}
+	world := startEgressWorld(t, gw, "443", zone, hostListen)
+	s := startServer(t, serverOpts{extraTOML: fmt.Sprintf(`
+[egress]
+mode = "dns+nft"
+dns_upstream = [%q]
+upstream_ca_file = %q
+`, world.dnsAddr, world.caFile)})
+	c := sdkClient(t, s, false)
+	ctx := sdkCtx(t)
+	sb := sdkCreate(t, c, sandbox.CreateOptions{
+		NetworkPolicy: &sandbox.NetworkPolicy{DefaultAction: "deny", Egress: []sandbox.NetworkRule{
+			{Action: "allow", Target: "api.vault.test"},
+			{Action: "allow", Target: "other.vault.test"},
+			{Action: "allow", Target: "*.wild.test"},
+		}},
+		CredentialProxy: true,
+	})
+	run := func(cmd string) (string, int) {
+		t.Helper()
+		ex, err := sb.Run(ctx, cmd, sandbox.RunOptions{})
+		if err != nil {
+			t.Fatalf("run %q: %v", cmd, err)
+		}
+		out := ex.Text()
+		for _, l := range ex.Stderr {
+			out += "\n" + l.Text
+		}
+		return out, ex.ExitCode
+	}
+
+	t.Run("endpoint carries the sidecar token", func(t *testing.T) {
+		var ep sandbox.Endpoint
+		s.api(t, "GET", "/v1/sandboxes/"+sb.ID()+"/endpoints/18080", nil, 200, &ep)
+		if ep.Headers[sandbox.EgressAuthHeader] == "" {
+			t.Fatalf("endpoint 18080 = %+v; want the %s header", ep, sandbox.EgressAuthHeader)
+		}
+		st, err := sb.Egress().GetPolicy(ctx)
+		if err != nil {
+			t.Fatalf("GetPolicy: %v", err)
+		}
+		if st.EnforcementMode != sandbox.EgressEnforcementDNSNft || len(st.Policy.Egress) != 3 {
+			t.Fatalf("policy status = %+v", st)
+		}
+	})
+	t.Run("an unresolved address is dropped", func(t *testing.T) {
+		// Nothing has resolved to the bridge address yet: in dns+nft mode
+		// a direct connection to it gets no answer.
+		out, code := run("curl -sS --connect-timeout 2 http://" + world.httpAddr + "/")
+		if code != 28 { // curl's "operation timed out": the SYN went unanswered
+			t.Fatalf("direct connection to %s: exit %d %q; want a connect timeout", world.httpAddr, code, out)
+		}
+	})
+	t.Run("names", func(t *testing.T) {
+		for name, want := range map[string]int{"api.vault.test": 0, "a.wild.test": 0, "wild.test": 2, "denied.test": 2} {
+			out, code := run("getent hosts " + name)
+			if code != want {
+				t.Errorf("getent hosts %s: exit %d %q; want %d", name, code, out, want)
+			}
+		}
+		// Asking the world's resolver directly changes nothing: port 53
+		// goes to the sidecar's proxy whatever the address.
+		host, port, _ := net.SplitHostPort(world.dnsAddr)
+		_ = port
+		out, _ := run("python3 -c \"import socket,struct;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(3);" +
+			"q=struct.pack('>HHHHHH',7,256,1,0,0,0)+b''.join(bytes([len(p)])+p.encode() for p in 'denied.test'.split('.'))+b'\\\\x00'+struct.pack('>HH',1,1);" +
+			"s.sendto(q,('" + host + "',53));print('rcode',s.recv(512)[3]&15)\"")
+		if !strings.Contains(out, "rcode 3") {
+			t.Fatalf("query for denied.test sent to %s:53: %q; want rcode 3 (NXDOMAIN from the sidecar)", host, out)
+		}
+	})
+
+	secrets := map[string]string{"bearer": "tok-b3arer-0001", "basic": "dXNlcjpwYXNzLTAwMDI=", "apikey": "k3y-0003", "custom": "cust0m-0004"}
+	t.Run("credential vault injects", func(t *testing.T) {
+		v := sb.CredentialVault()
+		var creds []sandbox.Credential
+		for name, val := range secrets {
+			creds = append(creds, sandbox.Credential{Name: name, Source: sandbox.CredentialSource{Type: "inline", Value: sandbox.Secret(val)}})
+		}
+		bind := func(name, path string, auth sandbox.CredentialAuth) sandbox.CredentialBinding {
+			return sandbox.CredentialBinding{Name: name, Match: sandbox.CredentialMatch{Hosts: []string{"api.vault.test"}, Paths: []string{path}}, Auth: auth}
+		}
+		st, err := v.Create(ctx, sandbox.CreateCredentialVaultRequest{Credentials: creds, Bindings: []sandbox.CredentialBinding{
+			bind("b1", "/bearer", sandbox.CredentialAuth{Type: "bearer", Credential: "bearer"}),
+			bind("b2", "/basic", sandbox.CredentialAuth{Type: "basic", Credential: "basic"}),
+			bind("b3", "/apikey", sandbox.CredentialAuth{Type: "apiKey", Name: "X-Api-Key", Credential: "apikey"}),
+			bind("b4", "/custom", sandbox.CredentialAuth{Type: "customHeaders", Headers: []sandbox.CredentialHeaderSource{{Name: "X-Custom", Credential: "custom"}}}),
+		}})
+		if err != nil {
+			t.Fatalf("vault Create: %v", err)
+		}
+		raw, _ := json.Marshal(st)
+		for _, sec := range secrets {
+			if strings.Contains(string(raw), sec) {
+				t.Fatalf("vault state carries a secret: %s", raw)
+			}
+		}
+		want := map[string][2]string{
+			"/bearer": {"Authorization", "Bearer " + secrets["bearer"]},
+			"/basic":  {"Authorization", "Basic " + secrets["basic"]},
+			"/apikey": {"X-Api-Key", secrets["apikey"]},
+			"/custom": {"X-Custom", secrets["custom"]},
+		}
+		for path, hv := range want {
+			// The sandbox sends a placeholder; the proxy replaces it.
+			out, code := run("curl -sS --max-time 10 -H 'Authorization: placeholder' https://api.vault.test" + path)
+			if code != 0 {
+				t.Fatalf("curl %s: exit %d %q", path, code, out)
+			}
+			got, ok := world.received("api.vault.test" + path)
+			if !ok || got.Get(hv[0]) != hv[1] {
+				t.Errorf("origin got %s = %q for %s; want %q", hv[0], got.Get(hv[0]), path, hv[1])
+			}
+			for _, sec := range secrets {
+				if strings.Contains(out, sec) {
+					t.Errorf("the sandbox saw a secret in the echo of %s: %q", path, out)
+				}
+			}
+		}
+		// A host with no binding gets nothing injected.
+		if out, code := run("curl -sS --max-time 10 https://other.vault.test/plain"); code != 0 {
+			t.Fatalf("curl other.vault.test: exit %d %q", code, out)
+		}
+		got, _ := world.received("other.vault.test/plain")
+		if got == nil || got.Get("Authorization") != "" || got.Get("X-Api-Key") != "" || got.Get("X-Custom") != "" {
+			t.Errorf("unbound host received %v", got)
+		}
+	})
+	t.Run("patch applies without restart", func(t *testing.T) {
+		if _, code := run("getent hosts denied.test"); code != 2 {
+			t.Fatalf("denied.test resolves before the patch")
+		}
+		if _, err := sb.Egress().PatchPolicy(ctx, []sandbox.NetworkRule{{Action: "allow", Target: "denied.test"}}); err != nil {
+			t.Fatalf("PatchPolicy: %v", err)
+		}
+		if out, code := run("getent hosts denied.test"); code != 0 {
+			t.Fatalf("denied.test after allowing it: exit %d %q", code, out)
+		}
+	})
+	t.Run("killing the sidecar ends all egress", func(t *testing.T) {
+		if out, err := exec.Command("docker", "kill", "sandbox-egress-"+sb.ID()).CombinedOutput(); err != nil {
+			t.Fatalf("docker kill: %v %s", err, out)
+		}
+		out, err := exec.Command("docker", "exec", "sandbox-"+sb.ID(), "sh", "-c",
+			"ls /sys/class/net; curl -sS --connect-timeout 2 https://api.vault.test/bearer; echo exit=$?").CombinedOutput()
+		if err != nil {
+			t.Fatalf("docker exec: %v %s", err, out)
+		}
+		if strings.TrimSpace(strings.SplitN(string(out), "\n", 2)[0]) != "lo" || strings.Contains(string(out), "exit=0") {
+			t.Fatalf("after the sidecar died the sandbox still has a network: %q", out)
+		}
+		if st := s.sandboxState(t, sb.ID()); st != sandbox.StateFailed {
+			t.Fatalf("state after the sidecar died = %s; want Failed", st)
+		}
+	})
+	t.Run("delete removes the sidecar", func(t *testing.T) {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := sb.Kill(dctx); err != nil {
+			t.Fatalf("Kill: %v", err)
+		}
+		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "name=sandbox-egress-"+sb.ID()).Output()
+		if strings.TrimSpace(string(out)) != "" {
+			t.Fatalf("sidecar left behind: %s", out)
+		}
+	})
+}
+
+// TestEgressCreateErrors checks what the server refuses before any
+// container exists.
+func TestEgressCreateErrors(t *testing.T) {
+	s := startServer(t, serverOpts{})
+	img := ensureBaseImage(t)
+	base := func() map[string]any {
+		return map[string]any{"image": map[string]any{"uri": img}, "timeout": 60, "resourceLimits": map[string]string{}, "entrypoint": []string{"tail", "-f", "/dev/null"}}
+	}
+	b := base()
+	b["networkPolicy"] = map[string]any{"defaultAction": "sometimes"}
+	s.apiError(t, "POST", "/v1/sandboxes", b, 400, "INVALID_REQUEST")
+	b = base()
+	b["credentialProxy"] = map[string]any{"enabled": true}
+	s.apiError(t, "POST", "/v1/sandboxes", b, 400, "INVALID_REQUEST")
+}
+
+// dockerBridgeGateway is the host's address on Docker's default bridge.
+func dockerBridgeGateway(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("docker", "network", "inspect", "bridge", "--format", "{{(index .IPAM.Config 0).Gateway}}").Output()
+	if err != nil {
+		t.Fatalf("docker network inspect bridge: %v", err)
+	}
+	gw := strings.TrimSpace(string(out))
+	if net.ParseIP(gw) == nil {
+		t.Fatalf("bridge gateway %q is not an address", gw)
+	}
+	return gw
+}
