@@ -27,7 +27,7 @@ func TestEgressDocker(t *testing.T) {
 		"a.wild.test":      gw,
 		"wild.test":        gw,
 	}
-	world := startEgressWorld(t, gw, "443", zone, hostListen)
+	world := startEgressWorld(t, gw, "0", "443", zone, hostListen)
 	s := startServer(t, serverOpts{extraTOML: fmt.Sprintf(`
 [egress]
 mode = "dns+nft"

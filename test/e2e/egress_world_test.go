@@ -51,13 +51,14 @@ var hostListen = listenFuncs{
 }
 
 // startEgressWorld serves the world on ip. zone maps names to A records;
-// httpsPort is the origin's port (443 for transparent interception).
-func startEgressWorld(t *testing.T, ip string, httpsPort string, zone map[string]string, lf listenFuncs) *egressWorld {
+// dnsPort is the DNS server's port ("0" for any) and httpsPort the
+// origin's (443 for transparent interception).
+func startEgressWorld(t *testing.T, ip, dnsPort, httpsPort string, zone map[string]string, lf listenFuncs) *egressWorld {
 	t.Helper()
 	w := &egressWorld{seen: map[string]http.Header{}}
 
 	// DNS, UDP and TCP on one port.
-	pc, err := lf.udp(net.JoinHostPort(ip, "0"))
+	pc, err := lf.udp(net.JoinHostPort(ip, dnsPort))
 	if err != nil {
 		t.Fatalf("world DNS udp: %v", err)
 	}

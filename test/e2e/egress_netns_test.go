@@ -1,0 +1,412 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
+)
+
+// TestEgressSidecarNetns runs the egress binary as the sidecar of a
+// network namespace the test creates, joined by a veth pair to a "world"
+// namespace holding a DNS server, HTTP servers and an HTTPS origin on
+// 10.250.N.x addresses that exist only in these namespaces. The sandbox's
+// traffic is made from sockets opened inside the sandbox namespace.
+func TestEgressSidecarNetns(t *testing.T) {
+	n := newEgressNet(t)
+	w2, w3, w4, w5 := n.ip(2), n.ip(3), n.ip(4), n.ip(5)
+	zone := map[string]string{
+		"api.vault.test":    w2,
+		"ok.wild.test":      w3,
+		"bad.wild.test":     w3,
+		"blocked.wild.test": w3,
+		"wild.test":         w3,
+		"denied.test":       w2,
+	}
+	world := startEgressWorld(t, w2, "53", "443", zone, n.listen(n.world))
+	port := n.serveHTTP(t, w3, w4, w5)
+
+	dir := t.TempDir()
+	rules := filepath.Join(dir, "rules")
+	os.MkdirAll(rules, 0o755)
+	os.WriteFile(filepath.Join(rules, "deny.always"), []byte("# operator rules\nblocked.wild.test\n"), 0o644)
+	caFile := filepath.Join(dir, "ca.pem")
+	policy := fmt.Sprintf(`{"defaultAction":"deny","egress":[
+		{"action":"deny","target":%q},
+		{"action":"allow","target":"%s/30"},
+		{"action":"allow","target":"api.vault.test"},
+		{"action":"deny","target":"bad.wild.test"},
+		{"action":"allow","target":"*.wild.test"}]}`, w4, w4)
+	const token = "netns-egress-token"
+	sc := n.startSidecar(t, map[string]string{
+		"OPENSANDBOX_EGRESS_MODE":                  "dns+nft",
+		"OPENSANDBOX_EGRESS_RULES":                 policy,
+		"OPENSANDBOX_EGRESS_TOKEN":                 token,
+		"OPENSANDBOX_EGRESS_DNS_UPSTREAM":          w2,
+		"OPENSANDBOX_EGRESS_RULES_DIR":             rules,
+		"OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT": "true",
+		"OPENSANDBOX_EGRESS_CA_FILE":               caFile,
+		"OPENSANDBOX_EGRESS_UPSTREAM_CA_FILE":      world.caFile,
+		"OPENSANDBOX_EGRESS_POLICY_FILE":           filepath.Join(dir, "policy.json"),
+	})
+	api := n.sidecarClient(t, token)
+
+	// The sandbox asks the world's resolver directly (10.250.N.2:53); the
+	// firewall hands the query to the sidecar's proxy instead.
+	lookup := func(name string) ([]string, error) {
+		r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return n.dial(n.sandbox, network, net.JoinHostPort(w2, "53"), 2*time.Second)
+		}}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		return r.LookupHost(ctx, name)
+	}
+	mustResolve := func(t *testing.T, name, want string) {
+		t.Helper()
+		addrs, err := lookup(name)
+		if err != nil || len(addrs) != 1 || addrs[0] != want {
+			t.Fatalf("lookup %s = %v, %v; want %s", name, addrs, err, want)
+		}
+	}
+	mustNXDomain := func(t *testing.T, name string) {
+		t.Helper()
+		_, err := lookup(name)
+		var de *net.DNSError
+		if !errors.As(err, &de) || !de.IsNotFound {
+			t.Fatalf("lookup %s: %v; want NXDOMAIN", name, err)
+		}
+	}
+
+	t.Run("allowed name resolves and connects", func(t *testing.T) {
+		mustResolve(t, "api.vault.test", w2)
+		n.mustConnect(t, w2, world.httpAddr[strings.LastIndex(world.httpAddr, ":")+1:])
+	})
+	t.Run("denied names get NXDOMAIN", func(t *testing.T) {
+		for _, name := range []string{"denied.test", "bad.wild.test", "wild.test", "blocked.wild.test", "nowhere.test"} {
+			mustNXDomain(t, name)
+		}
+	})
+	t.Run("wildcard resolves and opens its address", func(t *testing.T) {
+		n.mustBeDropped(t, w3, port)
+		mustResolve(t, "ok.wild.test", w3)
+		n.mustConnect(t, w3, port)
+	})
+	t.Run("IP and CIDR rules, first match wins", func(t *testing.T) {
+		n.mustBeDropped(t, w4, port) // deny w4 comes before allow w4/30
+		n.mustConnect(t, w5, port)   // inside the /30
+	})
+	t.Run("policy patch takes effect without restart", func(t *testing.T) {
+		mustNXDomain(t, "denied.test")
+		var st sandbox.PolicyStatus
+		api.do(t, "PATCH", "/policy", `[{"action":"allow","target":"denied.test"}]`, 200, &st)
+		mustResolve(t, "denied.test", w2)
+		b, err := os.ReadFile(filepath.Join(dir, "policy.json"))
+		if err != nil || !strings.Contains(string(b), "denied.test") {
+			t.Fatalf("policy file after patch: %q, %v", b, err)
+		}
+	})
+	t.Run("credential proxy injects into HTTPS", func(t *testing.T) {
+		api.do(t, "POST", "/credential-vault", `{"credentials":[{"name":"tok","source":{"type":"inline","value":"netns-s3cret-123"}}],
+			"bindings":[{"name":"api","match":{"hosts":["api.vault.test"]},"auth":{"type":"bearer","credential":"tok"}}]}`, 201, nil)
+		body := n.httpsGet(t, caFile, "api.vault.test", w2, "/whoami")
+		got, _ := world.received("api.vault.test/whoami")
+		if got.Get("Authorization") != "Bearer netns-s3cret-123" {
+			t.Fatalf("origin got Authorization %q", got.Get("Authorization"))
+		}
+		if strings.Contains(body, "netns-s3cret-123") {
+			t.Fatalf("the sandbox read the secret back: %s", body)
+		}
+	})
+	t.Run("killing the sidecar leaves no egress", func(t *testing.T) {
+		n.mustConnect(t, w5, port)
+		sc.kill()
+		n.mustBeDropped(t, w5, port) // statically allowed, yet closed now
+		n.mustBeDropped(t, w3, port) // dynamically allowed before
+		if _, err := lookup("api.vault.test"); err == nil {
+			t.Fatal("DNS still answers after the sidecar died")
+		}
+	})
+}
+
+// egressNet is a sandbox namespace and a world namespace joined by veth.
+type egressNet struct {
+	sandbox, world netns.NsHandle
+	sandboxName    string
+	prefix         string // "10.250.N."
+}
+
+func newEgressNet(t *testing.T) *egressNet {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces and nftables")
+	}
+	var b [2]byte
+	rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	n := &egressNet{sandboxName: "osbe-s-" + id, prefix: fmt.Sprintf("10.250.%d.", 1+int(b[0])%250)}
+	wld := "osbe-w-" + id
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := osexec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	ip("netns", "add", n.sandboxName)
+	t.Cleanup(func() { osexec.Command("ip", "netns", "del", n.sandboxName).Run() })
+	ip("netns", "add", wld)
+	t.Cleanup(func() { osexec.Command("ip", "netns", "del", wld).Run() })
+	ip("link", "add", "es"+id, "netns", n.sandboxName, "type", "veth", "peer", "name", "ew"+id, "netns", wld)
+	ip("-n", n.sandboxName, "addr", "add", n.ip(1)+"/24", "dev", "es"+id)
+	for i := 2; i <= 5; i++ {
+		ip("-n", wld, "addr", "add", n.ip(i)+"/24", "dev", "ew"+id)
+	}
+	for _, args := range [][]string{{n.sandboxName, "lo"}, {n.sandboxName, "es" + id}, {wld, "lo"}, {wld, "ew" + id}} {
+		ip("-n", args[0], "link", "set", args[1], "up")
+	}
+	var err error
+	if n.sandbox, err = netns.GetFromName(n.sandboxName); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.sandbox.Close() })
+	if n.world, err = netns.GetFromName(wld); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.world.Close() })
+	return n
+}
+
+func (n *egressNet) ip(i int) string { return fmt.Sprintf("%s%d", n.prefix, i) }
+
+// inNS runs fn on an OS thread switched into ns; sockets fn opens stay
+// in ns.
+func inNS(ns netns.NsHandle, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(ns); err != nil {
+			errc <- err
+			return
+		}
+		ferr := fn()
+		if err := netns.Set(orig); err != nil {
+			errc <- errors.Join(ferr, err) // the thread stays locked and dies
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+func (n *egressNet) listen(ns netns.NsHandle) listenFuncs {
+	return listenFuncs{
+		tcp: func(addr string) (ln net.Listener, err error) {
+			err = inNS(ns, func() (e error) { ln, e = net.Listen("tcp", addr); return })
+			return
+		},
+		udp: func(addr string) (pc net.PacketConn, err error) {
+			err = inNS(ns, func() (e error) { pc, e = net.ListenPacket("udp", addr); return })
+			return
+		},
+	}
+}
+
+func (n *egressNet) dial(ns netns.NsHandle, network, addr string, timeout time.Duration) (c net.Conn, err error) {
+	err = inNS(ns, func() (e error) {
+		c, e = (&net.Dialer{Timeout: timeout}).Dial(network, addr)
+		return
+	})
+	return
+}
+
+// serveHTTP serves "ok" on one port of each address in the world.
+func (n *egressNet) serveHTTP(t *testing.T, ips ...string) string {
+	t.Helper()
+	port := "0"
+	for _, ip := range ips {
+		ln, err := n.listen(n.world).tcp(net.JoinHostPort(ip, port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, port, _ = net.SplitHostPort(ln.Addr().String())
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }), ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+	}
+	return port
+}
+
+func (n *egressNet) mustConnect(t *testing.T, ip, port string) {
+	t.Helper()
+	c, err := n.dial(n.sandbox, "tcp", net.JoinHostPort(ip, port), 2*time.Second)
+	if err != nil {
+		t.Fatalf("connect %s:%s from the sandbox: %v; want success", ip, port, err)
+	}
+	c.Close()
+}
+
+func (n *egressNet) mustBeDropped(t *testing.T, ip, port string) {
+	t.Helper()
+	c, err := n.dial(n.sandbox, "tcp", net.JoinHostPort(ip, port), 500*time.Millisecond)
+	if err == nil {
+		c.Close()
+		t.Fatalf("connect %s:%s from the sandbox succeeded; want it dropped", ip, port)
+	}
+	if !isTimeout(err) {
+		t.Fatalf("connect %s:%s from the sandbox: %v; want a timeout (dropped, not refused)", ip, port, err)
+	}
+}
+
+// startSidecar runs bin/egress inside the sandbox namespace and waits for
+// /healthz.
+func (n *egressNet) startSidecar(t *testing.T, env map[string]string) *sidecarProc {
+	t.Helper()
+	cmd := osexec.Command("ip", "netns", "exec", n.sandboxName, binPath(t, "egress"))
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	logPath := filepath.Join(t.TempDir(), "egress.log")
+	logf, _ := os.Create(logPath)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start egress: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("egress log:\n%s", b)
+		}
+	})
+	cl := n.sidecarClient(t, "")
+	deadline := time.Now().Add(20 * time.Second)
+	for delay := 5 * time.Millisecond; ; delay = min(delay*2, 200*time.Millisecond) {
+		if code, _ := cl.get("/healthz"); code == 200 {
+			break
+		}
+		select {
+		case <-exited:
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("egress exited during start:\n%s", b)
+		case <-time.After(delay):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("egress never became healthy")
+		}
+	}
+	return &sidecarProc{cmd: cmd, exited: exited}
+}
+
+// sidecarProc is a running egress binary.
+type sidecarProc struct {
+	cmd    *osexec.Cmd
+	exited chan struct{}
+}
+
+// kill sends SIGKILL and waits until the process is gone.
+func (p *sidecarProc) kill() {
+	p.cmd.Process.Kill()
+	<-p.exited
+}
+
+type sidecarClient struct {
+	hc    *http.Client
+	token string
+}
+
+// sidecarClient talks to the sidecar's API at 127.0.0.1:18080 inside the
+// sandbox namespace (a loopback client, as execd's /proxy would be).
+func (n *egressNet) sidecarClient(t *testing.T, token string) *sidecarClient {
+	return &sidecarClient{token: token, hc: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return n.dial(n.sandbox, network, "127.0.0.1:18080", 2*time.Second)
+		},
+	}}}
+}
+
+func (c *sidecarClient) get(path string) (int, error) {
+	resp, err := c.hc.Get("http://sidecar" + path)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func (c *sidecarClient) do(t *testing.T, method, path, body string, want int, out any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, "http://sidecar"+path, strings.NewReader(body))
+	req.Header.Set(sandbox.EgressAuthHeader, c.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("%s %s = %d %s; want %d", method, path, resp.StatusCode, b, want)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: decode %s: %v", method, path, b, err)
+		}
+	}
+}
+
+// httpsGet fetches https://host/path from the sandbox, trusting only the
+// sidecar's CA, connecting to ip:443 (the proxy intercepts it).
+func (n *egressNet) httpsGet(t *testing.T, caFile, host, ip, path string) string {
+	t.Helper()
+	pemBytes, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatalf("sidecar CA: %v", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pemBytes)
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return n.dial(n.sandbox, network, net.JoinHostPort(ip, "443"), 2*time.Second)
+		},
+	}}
+	resp, err := hc.Get("https://" + host + path)
+	if err != nil {
+		t.Fatalf("GET https://%s%s from the sandbox: %v", host, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET https://%s%s = %d %s", host, path, resp.StatusCode, b)
+	}
+	return string(b)
+}
