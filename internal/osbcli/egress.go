@@ -41,6 +41,8 @@ func egressHint(err error, id string) error {
 		return withHint(err, "the sidecar refused its token; the lifecycle server hands it out with the endpoint (osb sandbox endpoint "+id+" -p 18080)")
 	case strings.HasPrefix(ae.Code, "EGRESS::") && ae.StatusCode == 426:
 		return withHint(err, "reach the sidecar through the server proxy: --use-server-proxy")
+	case !strings.HasPrefix(ae.Code, "EGRESS::") && ae.StatusCode == 502:
+		return withHint(err, "nothing answers on port 18080: only sandboxes created with --network-policy-file have an egress sidecar")
 	case !strings.HasPrefix(ae.Code, "EGRESS::") && ae.StatusCode == 404:
 		return withHint(err, fmt.Sprintf("no sandbox %q, or it has no egress sidecar (create it with --network-policy-file); list sandboxes with: osb sandbox list", id))
 	}

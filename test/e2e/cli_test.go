@@ -411,3 +411,53 @@ func TestCLIErrors(t *testing.T) {
 		t.Errorf("completion bash does not look like a bash completion script")
 	}
 }
+
+// TestCLIEgress drives a sandbox behind the egress sidecar with osb: create
+// with a policy file and the credential proxy, read and patch the policy,
+// fill the vault from stdin and read it back without secrets.
+func TestCLIEgress(t *testing.T) {
+	c := newCLI(t)
+	image := ensureBaseImage(t)
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policy, []byte("defaultAction: deny\negress:\n  - action: allow\n    target: pypi.org\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := c.ok("", "sandbox", "create", "-i", image, "-t", "10m", "--network-policy-file", policy, "--credential-proxy", "-o", "json")
+	var info sandbox.SandboxInfo
+	if err := json.Unmarshal([]byte(out), &info); err != nil || info.ID == "" {
+		t.Fatalf("sandbox create -o json = %q: %v", out, err)
+	}
+	t.Cleanup(func() {
+		req, _ := http.NewRequest(http.MethodDelete, c.srv.base+"/v1/sandboxes/"+info.ID, nil)
+		req.Header.Set(sandbox.APIKeyHeader, testAPIKey)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	})
+	var st sandbox.PolicyStatus
+	if err := json.Unmarshal([]byte(c.ok("", "egress", "get", info.ID, "-o", "json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Policy == nil || len(st.Policy.Egress) != 1 || st.Policy.Egress[0].Target != "pypi.org" {
+		t.Fatalf("egress get = %+v", st)
+	}
+	c.ok("", "egress", "patch", info.ID, "--rule", "allow=files.pythonhosted.org", "--rule", "deny=*.example.com")
+	if got := c.ok("", "egress", "get", info.ID, "-o", "json"); !strings.Contains(got, "files.pythonhosted.org") || !strings.Contains(got, "*.example.com") {
+		t.Fatalf("egress get after patch = %s", got)
+	}
+	const secret = "cli-s3cret-value-42"
+	vault := "credentials:\n  - name: pypi\n    source: {type: inline, value: " + secret + "}\n" +
+		"bindings:\n  - name: pypi\n    match: {hosts: [pypi.org]}\n    auth: {type: bearer, credential: pypi}\n"
+	if got := c.ok(vault, "credential-vault", "create", info.ID, "--file", "-", "-o", "json"); strings.Contains(got, secret) {
+		t.Fatalf("vault create printed the secret: %s", got)
+	}
+	for _, args := range [][]string{{"credential-vault", "get", info.ID, "-o", "json"}, {"credential-vault", "credential", "list", info.ID}, {"credential-vault", "binding", "get", info.ID, "pypi", "-o", "json"}} {
+		got := c.ok("", args...)
+		if strings.Contains(got, secret) || !strings.Contains(got, "pypi") {
+			t.Fatalf("osb %v = %s", args, got)
+		}
+	}
+	// A sandbox without a policy has no sidecar: a clear error.
+	plain := c.createSandbox()
+	c.fails(1, "--network-policy-file", "egress", "get", plain)
+}
