@@ -4,18 +4,27 @@ import (
 	"bytes"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/opensandbox-go/opensandbox/internal/openapitest"
 )
+
+// egressDoc is the OpenAPI document every reply of the handler must satisfy.
+const egressDoc = "api/egress.yaml"
 
 func TestHandler(t *testing.T) {
 	var logs bytes.Buffer
 	srv := httptest.NewServer(Handler(HandlerConfig{Store: NewStore(), Logger: slog.New(slog.NewTextHandler(&logs, nil))}))
 	defer srv.Close()
+	// Every exchange, success or error, is checked against the document.
+	client := &http.Client{Transport: openapitest.Load(t, egressDoc).Transport(t, srv.Client().Transport)}
 
 	body := func(v any) string {
 		b, err := json.Marshal(v)
@@ -61,7 +70,7 @@ func TestHandler(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := srv.Client().Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatalf("%s %s: %v", s.method, s.path, err)
 		}
@@ -80,6 +89,7 @@ func TestHandler(t *testing.T) {
 }
 
 func TestHandlerWritesNeedSecureTransport(t *testing.T) {
+	spec := openapitest.Load(t, egressDoc)
 	h := Handler(HandlerConfig{Store: NewStore()})
 	tests := []struct {
 		method, remote string
@@ -106,6 +116,7 @@ func TestHandlerWritesNeedSecureTransport(t *testing.T) {
 		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
+		spec.CheckResponse(t, r, w.Code, w.Header(), w.Body.Bytes())
 		if w.Code != tt.want {
 			t.Errorf("%s from %s (tls %v) = %d %q, want %d", tt.method, tt.remote, tt.tls, w.Code, w.Body, tt.want)
 		}
@@ -113,18 +124,81 @@ func TestHandlerWritesNeedSecureTransport(t *testing.T) {
 			t.Errorf("426 body = %q", w.Body)
 		}
 		if tt.method == "POST" && w.Code == http.StatusCreated {
-			httpDelete(t, h)
+			httpDelete(t, spec, h)
 		}
 	}
 }
 
-func httpDelete(t *testing.T, h http.Handler) {
+func httpDelete(t *testing.T, spec *openapitest.Spec, h http.Handler) {
 	t.Helper()
 	r := httptest.NewRequest("DELETE", "/credential-vault", nil)
 	r.RemoteAddr = "127.0.0.1:1"
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
+	spec.CheckResponse(t, r, w.Code, w.Header(), w.Body.Bytes())
 	if w.Code != http.StatusNoContent {
 		t.Fatalf("DELETE = %d", w.Code)
+	}
+}
+
+// The answers TestHandler cannot reach (proxy not ready, body too large,
+// bindings refused by the network policy) are documented too.
+func TestHandlerOtherErrors(t *testing.T) {
+	ready := false
+	srv := httptest.NewServer(Handler(HandlerConfig{
+		Store: NewStore(),
+		Ready: func() bool { return ready },
+		CheckBindings: func(bs []CredentialBinding) error {
+			for _, b := range bs {
+				if slices.Contains(b.Match.Hosts, "blocked.example") {
+					return errors.New("host blocked.example is not allowed by the network policy")
+				}
+			}
+			return nil
+		},
+	}))
+	defer srv.Close()
+	client := &http.Client{Transport: openapitest.Load(t, egressDoc).Transport(t, srv.Client().Transport)}
+
+	create := `{"credentials":[{"name":"a","source":{"type":"inline","value":"` + secretA + `"}}],"bindings":[]}`
+	blocked := `{"credentials":[{"name":"a","source":{"type":"inline","value":"` + secretA + `"}}],
+		"bindings":[{"name":"x","match":{"hosts":["blocked.example"]},"auth":{"type":"bearer","credential":"a"}}]}`
+	steps := []struct {
+		method, path, body string
+		ready              bool
+		want               int
+		contains           string
+	}{
+		{"POST", "/credential-vault", create, false, 412, "not ready"},
+		{"POST", "/credential-vault", blocked, true, 400, "not allowed by the network policy"},
+		{"POST", "/credential-vault", `{"credentials":[],"bindings":[],"pad":"` + strings.Repeat("x", maxBodyBytes) + `"}`, true, 413, "larger than"},
+		{"PATCH", "/credential-vault", `{"credentials":{"delete":["a"]}}`, true, 404, "not found"},
+		{"GET", "/credential-vault/credentials", "", true, 404, "not found"},
+		{"GET", "/credential-vault/bindings", "", true, 404, "not found"},
+		{"DELETE", "/credential-vault", "", true, 204, ""}, // no vault: still 204
+		{"POST", "/credential-vault", `{"credentials":[{"name":"a","source":{"type":"inline","value":"` + secretA + `"}}],
+			"bindings":[{"name":"k","match":{"hosts":["api.example"],"schemes":["HTTP"],"ports":[8080]},
+			"auth":{"type":"customHeaders","headers":[{"name":"x-key","credential":"a"}]}}]}`, true, 201, `"schemes":["http"]`},
+		{"GET", "/credential-vault/bindings/k", "", true, 200, `"auth":{"type":"customHeaders"}`},
+		{"PATCH", "/credential-vault", `{"bindings":{"add":[{"name":"x","match":{"hosts":["blocked.example"]},"auth":{"type":"bearer","credential":"a"}}]}}`, true, 400, "not allowed"},
+		{"PATCH", "/credential-vault", `{}`, true, 400, "no operations"},
+		{"PATCH", "/credential-vault", `{"credentials":{"delete":["a"]}} {}`, true, 400, "trailing data"},
+	}
+	for _, s := range steps {
+		ready = s.ready
+		req, err := http.NewRequest(s.method, srv.URL+s.path, strings.NewReader(s.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", s.method, s.path, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != s.want || !strings.Contains(string(b), s.contains) {
+			t.Errorf("%s %s = %d %q, want %d containing %q", s.method, s.path, resp.StatusCode, b, s.want, s.contains)
+		}
+		noSecrets(t, s.method+" "+s.path+" response", string(b))
 	}
 }
