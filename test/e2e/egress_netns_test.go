@@ -22,6 +22,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/opensandbox-go/opensandbox/internal/openapitest"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
@@ -343,14 +344,17 @@ type sidecarClient struct {
 }
 
 // sidecarClient talks to the sidecar's API at 127.0.0.1:18080 inside the
-// sandbox namespace (a loopback client, as execd's /proxy would be).
+// sandbox namespace (a loopback client, as execd's /proxy would be). Every
+// reply is checked against api/egress.yaml.
 func (n *egressNet) sidecarClient(t *testing.T, token string) *sidecarClient {
-	return &sidecarClient{token: token, hc: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+	base := &http.Transport{
 		DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return n.dial(n.sandbox, network, "127.0.0.1:18080", 2*time.Second)
 		},
-	}}}
+	}
+	return &sidecarClient{token: token, hc: &http.Client{Timeout: 5 * time.Second,
+		Transport: openapitest.Load(t, "api/egress.yaml").Transport(t, base)}}
 }
 
 func (c *sidecarClient) get(path string) (int, error) {
