@@ -126,6 +126,7 @@ async function runMode(mode) {
   const metadata = { compat: RUN, mode };
   let sbx;
   let sandboxId;
+  let egressSandboxId;
   let killed = false;
 
   try {
@@ -439,6 +440,61 @@ async function runMode(mode) {
       }
     });
 
+    // A second sandbox behind the egress sidecar: policy and vault through
+    // the SDK's egress client (port 18080, token from the endpoint headers).
+    let esbx;
+    esbx = await step("egress-create", [], async () => {
+      const s = await Sandbox.create({
+        connectionConfig: config,
+        image: IMAGE,
+        entrypoint: ["tail", "-f", "/dev/null"],
+        timeoutSeconds: 600,
+        metadata: { ...metadata, egress: "yes" },
+        readyTimeoutSeconds: 60,
+        networkPolicy: { defaultAction: "deny", egress: [{ action: "allow", target: "pypi.org" }] },
+        credentialProxy: { enabled: true },
+      });
+      egressSandboxId = s.id;
+      return s;
+    });
+    await step("egress-policy", ["egress-create"], async () => {
+      const p = await esbx.getEgressPolicy();
+      eq(p.defaultAction, "deny", "policy.defaultAction");
+      eq(p.egress, [{ action: "allow", target: "pypi.org" }], "policy.egress");
+      await esbx.patchEgressRules([{ action: "allow", target: "*.pythonhosted.org" }]);
+      const q = await esbx.getEgressPolicy();
+      eq(q.egress.map((r) => r.target), ["*.pythonhosted.org", "pypi.org"], "targets after patch");
+      await esbx.deleteEgressRules(["pypi.org"]);
+      const r = await esbx.getEgressPolicy();
+      eq(r.egress.map((x) => x.target), ["*.pythonhosted.org"], "targets after delete");
+    });
+    await step("egress-dns", ["egress-policy"], async () => {
+      const ex = await esbx.commands.run("getent hosts blocked.example; echo rc=$?");
+      eq(stdoutLines(ex), ["rc=2"], "a denied name does not resolve");
+    });
+    await step("credential-vault", ["egress-create"], async () => {
+      const v = esbx.credentialVault;
+      const secret = "compat-s3cret-" + RUN;
+      const st = await v.create({
+        credentials: [{ name: "pypi", source: { type: "inline", value: secret } }],
+        bindings: [{ name: "pypi", match: { hosts: ["files.pythonhosted.org"] }, auth: { type: "bearer", credential: "pypi" } }],
+      });
+      assert(!JSON.stringify(st).includes(secret), "vault state carries the secret");
+      eq(st.credentials.map((c) => c.name), ["pypi"], "credentials");
+      const got = await v.get();
+      eq(got.revision, st.revision, "revision");
+      eq((await v.listBindings()).map((b) => b.name), ["pypi"], "bindings");
+      eq((await v.getCredential("pypi")).sourceType, "inline", "sourceType");
+      const patched = await v.patch({ expectedRevision: st.revision, bindings: { delete: ["pypi"] } });
+      eq(patched.bindings, [], "bindings after patch");
+      await v.delete();
+    });
+    if (esbx) {
+      await esbx.kill().catch(() => undefined);
+      egressSandboxId = undefined;
+      await esbx.close().catch(() => undefined);
+    }
+
     await step("kill", ["create"], async () => {
       await sbx.kill();
       killed = true;
@@ -453,6 +509,7 @@ async function runMode(mode) {
       });
     });
   } finally {
+    if (egressSandboxId) await manager.killSandbox(egressSandboxId).catch(() => undefined);
     if (sandboxId && !killed) {
       try {
         await manager.killSandbox(sandboxId);
