@@ -36,6 +36,13 @@ func (c *Client) CredentialVault(id string) *CredentialVault {
 // It fails with 409 when a vault exists and 412 while the credential
 // proxy is not ready.
 func (v *CredentialVault) Create(ctx context.Context, req CreateCredentialVaultRequest) (*CredentialVaultState, error) {
+	// The contract wants arrays, never null.
+	if req.Credentials == nil {
+		req.Credentials = []Credential{}
+	}
+	if req.Bindings == nil {
+		req.Bindings = []CredentialBinding{}
+	}
 	var st CredentialVaultState
 	if err := v.e.do(ctx, http.MethodPost, "/credential-vault", req, &st); err != nil {
 		return nil, wrap(err, "create credential vault of sandbox %s", v.e.id)

@@ -1,9 +1,11 @@
 package sandbox_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -31,6 +33,7 @@ type egressEnv struct {
 
 	mu      sync.Mutex
 	bodies  []string // every reply body the sidecar sent
+	sent    []string // every request body the sidecar received
 	queries []string // raw queries of the endpoint calls
 }
 
@@ -50,9 +53,12 @@ func newEgressEnv(t *testing.T, opts ...sandbox.Option) *egressEnv {
 		t.Fatal(err)
 	}
 	sidecar := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(in))
 		rec := httptest.NewRecorder()
 		a.Handler().ServeHTTP(rec, r)
 		env.mu.Lock()
+		env.sent = append(env.sent, string(in))
 		env.bodies = append(env.bodies, rec.Body.String())
 		env.mu.Unlock()
 		for k, v := range rec.Header() {
@@ -301,5 +307,24 @@ func TestCredentialVault(t *testing.T) {
 	}
 	if len(env.bodies) < 10 {
 		t.Errorf("sidecar saw %d requests, want every vault call", len(env.bodies))
+	}
+}
+
+// TestCredentialVaultCreateSendsArrays checks that nil slices go out as
+// [] (the contract's arrays are not nullable).
+func TestCredentialVaultCreateSendsArrays(t *testing.T) {
+	ctx := context.Background()
+	env := newEgressEnv(t)
+	sb, err := env.client.Connect(ctx, "sb1", sandbox.ConnectOptions{SkipHealthCheck: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.CredentialVault().Create(ctx, sandbox.CreateCredentialVaultRequest{}); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	env.mu.Lock()
+	defer env.mu.Unlock()
+	if got := env.sent[len(env.sent)-1]; got != `{"credentials":[],"bindings":[]}` {
+		t.Fatalf("request body = %s", got)
 	}
 }

@@ -100,7 +100,7 @@ func TestHandlerWritesNeedSecureTransport(t *testing.T) {
 		{"PATCH", "10.0.0.2:40000", false, http.StatusUpgradeRequired},
 		{"DELETE", "[2001:db8::1]:40000", false, http.StatusUpgradeRequired},
 		{"POST", "203.0.113.5:40000", true, http.StatusCreated},
-		{"DELETE", "[::1]:40000", false, http.StatusNoContent},
+		{"DELETE", "[::1]:40000", false, http.StatusNotFound}, // accepted from loopback; no vault to delete
 		{"POST", "[::ffff:127.0.0.1]:40000", false, http.StatusCreated},
 		{"GET", "203.0.113.5:40000", false, http.StatusNotFound}, // reads carry no secret: not 426
 	}
@@ -175,7 +175,7 @@ func TestHandlerOtherErrors(t *testing.T) {
 		{"PATCH", "/credential-vault", `{"credentials":{"delete":["a"]}}`, true, 404, "not found"},
 		{"GET", "/credential-vault/credentials", "", true, 404, "not found"},
 		{"GET", "/credential-vault/bindings", "", true, 404, "not found"},
-		{"DELETE", "/credential-vault", "", true, 204, ""}, // no vault: still 204
+		{"DELETE", "/credential-vault", "", true, 404, "not found"},
 		{"POST", "/credential-vault", `{"credentials":[{"name":"a","source":{"type":"inline","value":"` + secretA + `"}}],
 			"bindings":[{"name":"k","match":{"hosts":["api.example"],"schemes":["HTTP"],"ports":[8080]},
 			"auth":{"type":"customHeaders","headers":[{"name":"x-key","credential":"a"}]}}]}`, true, 201, `"schemes":["http"]`},

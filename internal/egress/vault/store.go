@@ -47,13 +47,15 @@ func (s *Store) Get() (State, error) {
 	return snap.state(), nil
 }
 
-// Delete removes the vault. Deleting an absent vault is not an error.
+// Delete removes the vault; ErrNotFound when there is none (upstream
+// answers 404 there too).
 func (s *Store) Delete() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cur.Swap(nil) != nil {
-		s.rev++
+	if s.cur.Swap(nil) == nil {
+		return ErrNotFound
 	}
+	s.rev++
 	return nil
 }
 
