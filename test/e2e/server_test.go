@@ -290,7 +290,8 @@ func TestServerBadRequests(t *testing.T) {
 		{"host path not allowed", sandbox.CreateSandboxRequest{Image: img, Entrypoint: ep, ResourceLimits: lim, Volumes: []sandbox.Volume{{Name: "h", MountPath: "/h", Host: &sandbox.HostVol{Path: "/etc"}}}}, "HOST_PATH_NOT_ALLOWED"},
 		{"host path escape", sandbox.CreateSandboxRequest{Image: img, Entrypoint: ep, ResourceLimits: lim, Volumes: []sandbox.Volume{{Name: "h", MountPath: "/h", Host: &sandbox.HostVol{Path: "/srv/allowed/../../etc"}}}}, "HOST_PATH_NOT_ALLOWED"},
 		{"relative mount path", sandbox.CreateSandboxRequest{Image: img, Entrypoint: ep, ResourceLimits: lim, Volumes: []sandbox.Volume{{Name: "v", MountPath: "data", PVC: &sandbox.PVCVol{ClaimName: "v"}}}}, "INVALID_REQUEST"},
-		{"network policy not yet", sandbox.CreateSandboxRequest{Image: img, Entrypoint: ep, ResourceLimits: lim, NetworkPolicy: &sandbox.NetworkPolicy{DefaultAction: "deny"}}, "API_NOT_SUPPORTED"},
+		{"network policy bad target", sandbox.CreateSandboxRequest{Image: img, Entrypoint: ep, ResourceLimits: lim, NetworkPolicy: &sandbox.NetworkPolicy{DefaultAction: "deny",
+			Egress: []sandbox.NetworkRule{{Action: "allow", Target: "exa mple.com"}}}}, "INVALID_REQUEST"},
 		{"unknown image", sandbox.CreateSandboxRequest{Image: &sandbox.ImageSpec{URI: "opensandbox-test/does-not-exist:1"}, Entrypoint: ep, ResourceLimits: lim}, "IMAGE_PULL_FAILED"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
