@@ -195,7 +195,6 @@ func TestCLISandboxLifecycle(t *testing.T) {
 		t.Errorf("devops events = %q", out)
 	}
 
-
 	c.ok("", "sandbox", "kill", id)
 	c.fails(1, "osb sandbox list", "sandbox", "get", id)
 }
