@@ -210,7 +210,7 @@ func (r *Runtime) containerConfig(spec runtime.Spec, ref string, imgLabels map[s
 	if spec.Egress != nil {
 		// The sidecar owns the network and publishes the ports; the
 		// sandbox must never be able to change the firewall.
-		if !slices.Contains(hc.CapDrop, "NET_ADMIN") && !slices.Contains(hc.CapDrop, "ALL") {
+		if !slices.ContainsFunc(hc.CapDrop, func(c string) bool { return capName(c) == "NET_ADMIN" || capName(c) == "ALL" }) {
 			hc.CapDrop = append(slices.Clone(hc.CapDrop), "NET_ADMIN")
 		}
 	} else if r.opts.NetworkMode == networkBridge {
@@ -234,4 +234,10 @@ func (r *Runtime) containerConfig(spec runtime.Spec, ref string, imgLabels map[s
 		hc.DeviceRequests = []container.DeviceRequest{{Count: res.GPUs, Capabilities: [][]string{{"gpu"}}}}
 	}
 	return cfg, hc, nil
+}
+
+// capName normalises a capability name as the engine does ("cap_net_admin"
+// and "NET_ADMIN" are the same).
+func capName(c string) string {
+	return strings.TrimPrefix(strings.ToUpper(c), "CAP_")
 }

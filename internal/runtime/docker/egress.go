@@ -350,3 +350,29 @@ func (r *Runtime) sidecarDown(ctx context.Context, id string) (bool, error) {
 }
 
 var errSidecarDown = errors.New("the egress sidecar is not running; the sandbox has no network")
+
+// removeOrphanSidecars removes sidecars whose sandbox container is gone
+// (removed behind the server's back, or a crash between the two removals
+// of Delete). It runs once at start; failures are logged.
+func (r *Runtime) removeOrphanSidecars(ctx context.Context) {
+	f := filters.NewArgs(filters.Arg("label", labelEgressOf))
+	for k, v := range r.opts.Labels {
+		f.Add("label", k+"="+v)
+	}
+	cs, err := r.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		r.log.WarnContext(ctx, "list egress sidecars", "err", err)
+		return
+	}
+	for _, c := range cs {
+		id := c.Labels[labelEgressOf]
+		if _, err := r.cli.ContainerInspect(ctx, containerName(id)); classOf(err) != runtime.ErrNotFound {
+			continue
+		}
+		if err := r.removeSidecar(ctx, id); err != nil {
+			r.log.WarnContext(ctx, "remove orphan egress sidecar", "sandbox", id, "err", err)
+			continue
+		}
+		r.log.InfoContext(ctx, "removed orphan egress sidecar", "sandbox", id)
+	}
+}

@@ -178,6 +178,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 			return nil, err
 		}
 	}
+	r.removeOrphanSidecars(ctx)
 	return r, nil
 }
 
