@@ -159,7 +159,9 @@ func TestOrphanSidecarsRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { env.cli.ContainerRemove(context.Background(), created.ID, container.RemoveOptions{Force: true}) })
+	t.Cleanup(func() {
+		env.cli.ContainerRemove(context.Background(), created.ID, container.RemoveOptions{Force: true})
+	})
 	newTestRuntime(t, nil)
 	if _, err := env.cli.ContainerInspect(ctx, created.ID); classOf(err) != runtime.ErrNotFound {
 		t.Fatalf("orphan sidecar still there: %v", err)
