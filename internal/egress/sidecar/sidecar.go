@@ -271,22 +271,38 @@ func originalDst(log *slog.Logger) func(net.Conn) (string, int) {
 	}
 }
 
-// checkBindings refuses bindings for hosts the network policy would not let
-// the sandbox reach: such a credential could never be used.
+// checkBindings refuses bindings the proxy could never serve: hosts the
+// network policy would not let the sandbox reach, ports it does not
+// intercept, and plain HTTP. A credential over plain HTTP is not tied to
+// its destination (no certificate to verify), so a sandbox could send it
+// to any address under a bound Host header.
 func checkBindings(p *policy.Policy, bs []vault.CredentialBinding) error {
 	for _, b := range bs {
-		for _, h := range b.Match.Hosts {
-			probe := strings.TrimSuffix(strings.ToLower(h), ".")
-			if rest, ok := strings.CutPrefix(probe, "*."); ok {
-				probe = "probe." + rest
+		for _, sc := range b.Match.Schemes {
+			if strings.EqualFold(sc, "http") {
+				return fmt.Errorf("binding %q: scheme http is not supported: without TLS a credential cannot be tied to its destination; bind https", b.Name)
 			}
-			if p.Decide(probe) != policy.Allow {
+		}
+		for _, port := range b.Match.Ports {
+			if port != interceptedTLSPort {
+				return fmt.Errorf("binding %q: port %d is not intercepted by the credential proxy (only %d)", b.Name, port, interceptedTLSPort)
+			}
+		}
+		for _, h := range b.Match.Hosts {
+			name := strings.TrimSuffix(strings.ToLower(h), ".")
+			if strings.HasPrefix(name, "*.") {
+				continue // some names under it may be allowed; nothing to check
+			}
+			if p.Decide(name) != policy.Allow {
 				return fmt.Errorf("binding %q: host %q is not allowed by the network policy", b.Name, h)
 			}
 		}
 	}
 	return nil
 }
+
+// interceptedTLSPort is the destination port redirected to the proxy.
+const interceptedTLSPort = 443
 
 func portOf(addr string) (uint16, error) {
 	_, ps, err := net.SplitHostPort(addr)

@@ -1,0 +1,58 @@
+package sidecar
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/opensandbox-go/opensandbox/internal/egress/policy"
+	"github.com/opensandbox-go/opensandbox/internal/egress/vault"
+)
+
+func TestCheckBindings(t *testing.T) {
+	p, err := policy.Parse([]byte(`{"defaultAction":"deny","egress":[{"action":"allow","target":"api.github.com"},{"action":"allow","target":"*.corp.test"}]}`), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bind := func(hosts []string, schemes []string, ports []int) []vault.CredentialBinding {
+		return []vault.CredentialBinding{{Name: "b", Match: vault.RequestMatch{Hosts: hosts, Schemes: schemes, Ports: ports}}}
+	}
+	for _, tt := range []struct {
+		name string
+		bs   []vault.CredentialBinding
+		want string // "" = accepted
+	}{
+		{"allowed host", bind([]string{"api.github.com"}, []string{"https"}, []int{443}), ""},
+		{"wildcard inside an allowed wildcard", bind([]string{"*.corp.test"}, nil, nil), ""},
+		{"wildcard wider than the policy", bind([]string{"*.github.com"}, nil, nil), ""},
+		{"host the policy denies", bind([]string{"evil.test"}, nil, nil), "not allowed by the network policy"},
+		{"plain http", bind([]string{"api.github.com"}, []string{"https", "http"}, []int{443}), "scheme http is not supported"},
+		{"other port", bind([]string{"api.github.com"}, []string{"https"}, []int{8443}), "port 8443 is not intercepted"},
+	} {
+		err := checkBindings(p, tt.bs)
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%s: err = %v; want %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+func TestResolvConfNameservers(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/resolv.conf"
+	writeFile(t, path, "# comment\nnameserver 127.0.0.53\nnameserver 10.0.0.2\nnameserver fe80::1%eth0\noptions ndots:1\n")
+	got, err := resolvConfNameservers(path)
+	if err != nil || strings.Join(got, ",") != "10.0.0.2,fe80::1" {
+		t.Fatalf("nameservers = %v, %v; want loopback skipped and the zone dropped", got, err)
+	}
+	writeFile(t, path, "nameserver 127.0.0.11\n")
+	if _, err := resolvConfNameservers(path); err == nil || !strings.Contains(err.Error(), "OPENSANDBOX_EGRESS_DNS_UPSTREAM") {
+		t.Fatalf("only loopback: err = %v", err)
+	}
+}
+
+func writeFile(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
