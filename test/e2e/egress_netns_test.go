@@ -105,6 +105,25 @@ func TestEgressSidecarNetns(t *testing.T) {
 			mustNXDomain(t, name)
 		}
 	})
+	t.Run("DNS to any other resolver reaches only the sidecar", func(t *testing.T) {
+		// Nothing serves DNS on w3 or w5: an answer can only come from the
+		// sidecar's proxy, over UDP and TCP alike.
+		for _, server := range []string{w3, w5} {
+			for _, network := range []string{"udp", "tcp"} {
+				r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+					return n.dial(n.sandbox, network, net.JoinHostPort(server, "53"), 2*time.Second)
+				}}
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				addrs, err := r.LookupHost(ctx, "api.vault.test")
+				_, derr := r.LookupHost(ctx, "denied.test")
+				cancel()
+				var de *net.DNSError
+				if err != nil || len(addrs) != 1 || addrs[0] != w2 || !errors.As(derr, &de) || !de.IsNotFound {
+					t.Fatalf("%s %s:53: api.vault.test = %v, %v; denied.test err = %v", network, server, addrs, err, derr)
+				}
+			}
+		}
+	})
 	t.Run("wildcard resolves and opens its address", func(t *testing.T) {
 		n.mustBeDropped(t, w3, port)
 		mustResolve(t, "ok.wild.test", w3)
@@ -413,4 +432,51 @@ func (n *egressNet) httpsGet(t *testing.T, caFile, host, ip, path string) string
 		t.Fatalf("GET https://%s%s = %d %s", host, path, resp.StatusCode, b)
 	}
 	return string(b)
+}
+
+// TestEgressSidecarNetnsDNSMode checks the "dns" enforcement mode: names
+// are filtered, IP rules are not enforced (the mode's meaning), DNS over
+// TLS is still dropped, and the sandbox still loses all egress with the
+// sidecar.
+func TestEgressSidecarNetnsDNSMode(t *testing.T) {
+	n := newEgressNet(t)
+	w2, w4 := n.ip(2), n.ip(4)
+	startEgressWorld(t, w2, "53", "443", map[string]string{"ok.test": w2, "no.test": w2}, n.listen(n.world))
+	port := n.serveHTTP(t, w4)
+	ln853, err := n.listen(n.world).tcp(net.JoinHostPort(w4, "853"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln853.Close() })
+	go func() {
+		for {
+			c, err := ln853.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	sc := n.startSidecar(t, map[string]string{
+		"OPENSANDBOX_EGRESS_MODE":         "dns",
+		"OPENSANDBOX_EGRESS_RULES":        fmt.Sprintf(`{"defaultAction":"deny","egress":[{"action":"allow","target":"ok.test"},{"action":"deny","target":%q}]}`, w4),
+		"OPENSANDBOX_EGRESS_DNS_UPSTREAM": w2,
+		"OPENSANDBOX_EGRESS_RULES_DIR":    t.TempDir(),
+	})
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return n.dial(n.sandbox, network, net.JoinHostPort(w2, "53"), 2*time.Second)
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if addrs, err := r.LookupHost(ctx, "ok.test"); err != nil || len(addrs) != 1 {
+		t.Fatalf("ok.test = %v, %v", addrs, err)
+	}
+	var de *net.DNSError
+	if _, err := r.LookupHost(ctx, "no.test"); !errors.As(err, &de) || !de.IsNotFound {
+		t.Fatalf("no.test: %v; want NXDOMAIN", err)
+	}
+	n.mustConnect(t, w4, port) // IP rules are not enforced in dns mode
+	n.mustBeDropped(t, w4, "853")
+	sc.kill()
+	n.mustBeDropped(t, w4, port)
 }
