@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -87,7 +88,7 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, ref string, imgL
 		}
 	}
 	if ca != nil {
-		tarball, err := caArchive(ca)
+		tarball, err := optArchive(path.Base(egressCAInSandbox), 0o644, ca)
 		if err == nil {
 			err = r.cli.CopyToContainer(ctx, created.ID, "/", bytes.NewReader(tarball), container.CopyToContainerOptions{})
 		}

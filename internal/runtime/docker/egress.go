@@ -303,28 +303,6 @@ func (r *Runtime) copyFileOut(ctx context.Context, containerID, p string) ([]byt
 	}
 }
 
-// caArchive puts the sidecar's CA certificate where execd installs it from.
-func caArchive(ca []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	now := time.Now()
-	for _, d := range []string{"opt/", "opt/opensandbox/"} {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755, ModTime: now}); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(egressCAInSandbox, "/"), Mode: 0o644, Size: int64(len(ca)), ModTime: now}); err != nil {
-		return nil, err
-	}
-	if _, err := tw.Write(ca); err != nil {
-		return nil, err
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
 // removeSidecar force-removes the sidecar of sandbox id, if any.
 func (r *Runtime) removeSidecar(ctx context.Context, id string) error {
 	err := r.cli.ContainerRemove(ctx, sidecarName(id), container.RemoveOptions{Force: true})

@@ -31,6 +31,12 @@ func execdArchive(p string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker: read execd: %w: %w", runtime.ErrInvalid, err)
 	}
+	return optArchive("execd", 0o755, bin)
+}
+
+// optArchive is a tar stream, to extract at "/", that puts one file named
+// name into /opt/opensandbox (creating the directories).
+func optArchive(name string, mode int64, data []byte) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	now := time.Now()
@@ -39,11 +45,11 @@ func execdArchive(p string) ([]byte, error) {
 			return nil, err
 		}
 	}
-	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: "opt/opensandbox/execd", Mode: 0o755, Size: int64(len(bin)), ModTime: now}
+	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: "opt/opensandbox/" + name, Mode: mode, Size: int64(len(data)), ModTime: now}
 	if err := tw.WriteHeader(hdr); err != nil {
 		return nil, err
 	}
-	if _, err := tw.Write(bin); err != nil {
+	if _, err := tw.Write(data); err != nil {
 		return nil, err
 	}
 	if err := tw.Close(); err != nil {
