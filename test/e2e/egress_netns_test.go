@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,13 +13,13 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netns"
 
+	"github.com/opensandbox-go/opensandbox/internal/netnstest"
 	"github.com/opensandbox-go/opensandbox/internal/openapitest"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
@@ -42,7 +40,7 @@ func TestEgressSidecarNetns(t *testing.T) {
 		"wild.test":         w3,
 		"denied.test":       w2,
 	}
-	world := startEgressWorld(t, w2, "53", "443", zone, n.listen(n.world))
+	world := startEgressWorld(t, w2, "53", "443", zone, n.listen(n.World))
 	port := n.serveHTTP(t, w3, w4, w5)
 
 	dir := t.TempDir()
@@ -74,7 +72,7 @@ func TestEgressSidecarNetns(t *testing.T) {
 	// firewall hands the query to the sidecar's proxy instead.
 	lookup := func(name string) ([]string, error) {
 		r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return n.dial(n.sandbox, network, net.JoinHostPort(w2, "53"), 2*time.Second)
+			return n.dial(n.Sandbox, network, net.JoinHostPort(w2, "53"), 2*time.Second)
 		}}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
@@ -111,7 +109,7 @@ func TestEgressSidecarNetns(t *testing.T) {
 		for _, server := range []string{w3, w5} {
 			for _, network := range []string{"udp", "tcp"} {
 				r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
-					return n.dial(n.sandbox, network, net.JoinHostPort(server, "53"), 2*time.Second)
+					return n.dial(n.Sandbox, network, net.JoinHostPort(server, "53"), 2*time.Second)
 				}}
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 				addrs, err := r.LookupHost(ctx, "api.vault.test")
@@ -166,101 +164,28 @@ func TestEgressSidecarNetns(t *testing.T) {
 	})
 }
 
-// egressNet is a sandbox namespace and a world namespace joined by veth.
+// egressNet is the test's pair of namespaces, with helpers that speak in
+// the strings the tests use.
 type egressNet struct {
-	sandbox, world netns.NsHandle
-	sandboxName    string
-	prefix         string // "10.250.N."
+	*netnstest.Pair
 }
 
 func newEgressNet(t *testing.T) *egressNet {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces and nftables")
-	}
-	var b [2]byte
-	rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
-	n := &egressNet{sandboxName: "osbe-s-" + id, prefix: fmt.Sprintf("10.250.%d.", 1+int(b[0])%250)}
-	wld := "osbe-w-" + id
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := osexec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
-	}
-	ip("netns", "add", n.sandboxName)
-	t.Cleanup(func() { osexec.Command("ip", "netns", "del", n.sandboxName).Run() })
-	ip("netns", "add", wld)
-	t.Cleanup(func() { osexec.Command("ip", "netns", "del", wld).Run() })
-	ip("link", "add", "es"+id, "netns", n.sandboxName, "type", "veth", "peer", "name", "ew"+id, "netns", wld)
-	ip("-n", n.sandboxName, "addr", "add", n.ip(1)+"/24", "dev", "es"+id)
-	for i := 2; i <= 5; i++ {
-		ip("-n", wld, "addr", "add", n.ip(i)+"/24", "dev", "ew"+id)
-	}
-	for _, args := range [][]string{{n.sandboxName, "lo"}, {n.sandboxName, "es" + id}, {wld, "lo"}, {wld, "ew" + id}} {
-		ip("-n", args[0], "link", "set", args[1], "up")
-	}
-	var err error
-	if n.sandbox, err = netns.GetFromName(n.sandboxName); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.sandbox.Close() })
-	if n.world, err = netns.GetFromName(wld); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.world.Close() })
-	return n
+	return &egressNet{Pair: netnstest.New(t)}
 }
 
-func (n *egressNet) ip(i int) string { return fmt.Sprintf("%s%d", n.prefix, i) }
-
-// inNS runs fn on an OS thread switched into ns; sockets fn opens stay
-// in ns.
-func inNS(ns netns.NsHandle, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			errc <- err
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			errc <- errors.Join(ferr, err) // the thread stays locked and dies
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
+func (n *egressNet) ip(i int) string { return n.IP(i).String() }
 
 func (n *egressNet) listen(ns netns.NsHandle) listenFuncs {
 	return listenFuncs{
-		tcp: func(addr string) (ln net.Listener, err error) {
-			err = inNS(ns, func() (e error) { ln, e = net.Listen("tcp", addr); return })
-			return
-		},
-		udp: func(addr string) (pc net.PacketConn, err error) {
-			err = inNS(ns, func() (e error) { pc, e = net.ListenPacket("udp", addr); return })
-			return
-		},
+		tcp: func(addr string) (net.Listener, error) { return netnstest.Listen(ns, addr) },
+		udp: func(addr string) (net.PacketConn, error) { return netnstest.ListenPacket(ns, addr) },
 	}
 }
 
-func (n *egressNet) dial(ns netns.NsHandle, network, addr string, timeout time.Duration) (c net.Conn, err error) {
-	err = inNS(ns, func() (e error) {
-		c, e = (&net.Dialer{Timeout: timeout}).Dial(network, addr)
-		return
-	})
-	return
+func (n *egressNet) dial(ns netns.NsHandle, network, addr string, timeout time.Duration) (net.Conn, error) {
+	return netnstest.Dial(ns, network, addr, timeout)
 }
 
 // serveHTTP serves "ok" on one port of each address in the world.
@@ -268,7 +193,7 @@ func (n *egressNet) serveHTTP(t *testing.T, ips ...string) string {
 	t.Helper()
 	port := "0"
 	for _, ip := range ips {
-		ln, err := n.listen(n.world).tcp(net.JoinHostPort(ip, port))
+		ln, err := n.listen(n.World).tcp(net.JoinHostPort(ip, port))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -282,7 +207,7 @@ func (n *egressNet) serveHTTP(t *testing.T, ips ...string) string {
 
 func (n *egressNet) mustConnect(t *testing.T, ip, port string) {
 	t.Helper()
-	c, err := n.dial(n.sandbox, "tcp", net.JoinHostPort(ip, port), 2*time.Second)
+	c, err := n.dial(n.Sandbox, "tcp", net.JoinHostPort(ip, port), 2*time.Second)
 	if err != nil {
 		t.Fatalf("connect %s:%s from the sandbox: %v; want success", ip, port, err)
 	}
@@ -291,7 +216,7 @@ func (n *egressNet) mustConnect(t *testing.T, ip, port string) {
 
 func (n *egressNet) mustBeDropped(t *testing.T, ip, port string) {
 	t.Helper()
-	c, err := n.dial(n.sandbox, "tcp", net.JoinHostPort(ip, port), 500*time.Millisecond)
+	c, err := n.dial(n.Sandbox, "tcp", net.JoinHostPort(ip, port), 500*time.Millisecond)
 	if err == nil {
 		c.Close()
 		t.Fatalf("connect %s:%s from the sandbox succeeded; want it dropped", ip, port)
@@ -305,7 +230,7 @@ func (n *egressNet) mustBeDropped(t *testing.T, ip, port string) {
 // /healthz.
 func (n *egressNet) startSidecar(t *testing.T, env map[string]string) *sidecarProc {
 	t.Helper()
-	cmd := osexec.Command("ip", "netns", "exec", n.sandboxName, binPath(t, "egress"))
+	cmd := osexec.Command("ip", "netns", "exec", n.SandboxName, binPath(t, "egress"))
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
@@ -369,7 +294,7 @@ func (n *egressNet) sidecarClient(t *testing.T, token string) *sidecarClient {
 	base := &http.Transport{
 		DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return n.dial(n.sandbox, network, "127.0.0.1:18080", 2*time.Second)
+			return n.dial(n.Sandbox, network, "127.0.0.1:18080", 2*time.Second)
 		},
 	}
 	return &sidecarClient{token: token, hc: &http.Client{Timeout: 5 * time.Second,
@@ -419,7 +344,7 @@ func (n *egressNet) httpsGet(t *testing.T, caFile, host, ip, path string) string
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: pool},
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return n.dial(n.sandbox, network, net.JoinHostPort(ip, "443"), 2*time.Second)
+			return n.dial(n.Sandbox, network, net.JoinHostPort(ip, "443"), 2*time.Second)
 		},
 	}}
 	resp, err := hc.Get("https://" + host + path)
@@ -441,9 +366,9 @@ func (n *egressNet) httpsGet(t *testing.T, caFile, host, ip, path string) string
 func TestEgressSidecarNetnsDNSMode(t *testing.T) {
 	n := newEgressNet(t)
 	w2, w4 := n.ip(2), n.ip(4)
-	startEgressWorld(t, w2, "53", "443", map[string]string{"ok.test": w2, "no.test": w2}, n.listen(n.world))
+	startEgressWorld(t, w2, "53", "443", map[string]string{"ok.test": w2, "no.test": w2}, n.listen(n.World))
 	port := n.serveHTTP(t, w4)
-	ln853, err := n.listen(n.world).tcp(net.JoinHostPort(w4, "853"))
+	ln853, err := n.listen(n.World).tcp(net.JoinHostPort(w4, "853"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +389,7 @@ func TestEgressSidecarNetnsDNSMode(t *testing.T) {
 		"OPENSANDBOX_EGRESS_RULES_DIR":    t.TempDir(),
 	})
 	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		return n.dial(n.sandbox, network, net.JoinHostPort(w2, "53"), 2*time.Second)
+		return n.dial(n.Sandbox, network, net.JoinHostPort(w2, "53"), 2*time.Second)
 	}}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -2,16 +2,11 @@ package nft
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
-	"os/exec"
-	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +14,8 @@ import (
 	"github.com/google/nftables"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/opensandbox-go/opensandbox/internal/netnstest"
 )
 
 // testNet is a sandbox netns joined by a veth pair to a world netns. All
@@ -33,58 +30,13 @@ type testNet struct {
 	httpPort       int
 }
 
-func run(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %v: %v: %s", args, err, out)
-	}
-}
-
 func setupNet(t *testing.T) *testNet {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("nft tests need root (network namespaces and nftables)")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("nft tests need the ip command to build test namespaces")
-	}
-	var b [2]byte
-	_, _ = rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
-	sbx, wld := "osbt-s-"+id, "osbt-w-"+id
-	if out, err := exec.Command("ip", "netns", "add", sbx).CombinedOutput(); err != nil {
-		t.Skipf("cannot create network namespace: %v: %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", sbx).Run() })
-	run(t, "netns", "add", wld)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", wld).Run() })
-	n := 1 + int(b[0])%250
-	pfx := fmt.Sprintf("10.250.%d.", n)
-	run(t, "link", "add", "vs"+id, "netns", sbx, "type", "veth", "peer", "name", "vw"+id, "netns", wld)
-	run(t, "-n", sbx, "addr", "add", pfx+"1/24", "dev", "vs"+id)
-	for i := 2; i <= 5; i++ {
-		run(t, "-n", wld, "addr", "add", fmt.Sprintf("%s%d/24", pfx, i), "dev", "vw"+id)
-	}
-	for _, args := range [][]string{
-		{"-n", sbx, "link", "set", "lo", "up"}, {"-n", sbx, "link", "set", "vs" + id, "up"},
-		{"-n", wld, "link", "set", "lo", "up"}, {"-n", wld, "link", "set", "vw" + id, "up"},
-	} {
-		run(t, args...)
-	}
+	p := netnstest.New(t)
 	tn := &testNet{
-		sandboxIP: netip.MustParseAddr(pfx + "1"),
-		world1:    netip.MustParseAddr(pfx + "2"), world2: netip.MustParseAddr(pfx + "3"),
-		world3: netip.MustParseAddr(pfx + "4"), world4: netip.MustParseAddr(pfx + "5"),
+		sandbox: p.Sandbox, world: p.World,
+		sandboxIP: p.IP(1), world1: p.IP(2), world2: p.IP(3), world3: p.IP(4), world4: p.IP(5),
 	}
-	var err error
-	if tn.sandbox, err = netns.GetFromName(sbx); err != nil {
-		t.Fatalf("open netns %s: %v", sbx, err)
-	}
-	t.Cleanup(func() { tn.sandbox.Close() })
-	if tn.world, err = netns.GetFromName(wld); err != nil {
-		t.Fatalf("open netns %s: %v", wld, err)
-	}
-	t.Cleanup(func() { tn.world.Close() })
 
 	// HTTP on all world addresses, and a TCP listener on 853 (DoT).
 	var ln, dot net.Listener
@@ -116,33 +68,10 @@ func setupNet(t *testing.T) *testNet {
 	return tn
 }
 
-// inNS runs fn on a locked OS thread switched into ns. Sockets created by
-// fn stay in ns.
+// inNS runs fn inside ns and fails the test on error.
 func inNS(t *testing.T, ns netns.NsHandle, fn func() error) {
 	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			errc <- err
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			// Leave the thread locked: it dies with the goroutine.
-			errc <- errors.Join(ferr, err)
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	if err := <-errc; err != nil {
+	if err := netnstest.InNS(ns, fn); err != nil {
 		t.Fatalf("in netns: %v", err)
 	}
 }
@@ -151,17 +80,11 @@ func inNS(t *testing.T, ns netns.NsHandle, fn func() error) {
 // within a short timeout. A dropped SYN shows up as a timeout.
 func (tn *testNet) dial(t *testing.T, ip netip.Addr, port int) error {
 	t.Helper()
-	var derr error
-	inNS(t, tn.sandbox, func() error {
-		d := net.Dialer{Timeout: 400 * time.Millisecond}
-		c, err := d.Dial("tcp", netip.AddrPortFrom(ip, uint16(port)).String())
-		if err == nil {
-			c.Close()
-		}
-		derr = err
-		return nil
-	})
-	return derr
+	c, err := netnstest.Dial(tn.sandbox, "tcp", netip.AddrPortFrom(ip, uint16(port)).String(), 400*time.Millisecond)
+	if err == nil {
+		c.Close()
+	}
+	return err
 }
 
 func (tn *testNet) mustConnect(t *testing.T, ip netip.Addr, port int) {
