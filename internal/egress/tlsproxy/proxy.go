@@ -9,12 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"path"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -49,7 +47,6 @@ type Proxy struct {
 	cfg       Config
 	log       *slog.Logger
 	upstreams *upstreams
-	rp        *httputil.ReverseProxy
 	tlsConfig *tls.Config
 }
 
@@ -59,12 +56,10 @@ type connKey struct{}
 type connInfo struct {
 	host string
 	port int
+	addr string // host:port
 }
 
-type forwardKey struct{}
-
-// forward is what rewrite and the upstream pool need to know about one
-// request.
+// forward is what the upstream exchange needs to know about one request.
 type forward struct {
 	host   string // SNI host (or destination IP without SNI): upstream TLS name
 	port   int
@@ -90,23 +85,9 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	dial := cfg.Dial
 	if dial == nil {
-		dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		dial = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	}
-	p.upstreams = &upstreams{roots: roots, dial: dial, m: make(map[upstreamKey]*http.Transport)}
-	p.rp = &httputil.ReverseProxy{
-		Rewrite:   p.rewrite,
-		Transport: p.upstreams,
-		// Bodies of unknown length and event streams are flushed on every
-		// write (ReverseProxy forces that); a body of known length is held
-		// at most this long. Flushing every write (-1) for all bodies cost
-		// a separate TLS record, write syscall and timer goroutine for the
-		// headers of every response, before the body.
-		FlushInterval:  10 * time.Millisecond,
-		BufferPool:     bufferPool{},
-		ModifyResponse: p.modifyResponse,
-		ErrorHandler:   p.errorHandler,
-		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
-	}
+	p.upstreams = newUpstreams(roots, dial)
 	p.tlsConfig = &tls.Config{
 		MinVersion:     tls.VersionTLS12,
 		NextProtos:     []string{"http/1.1"},
@@ -131,21 +112,30 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 				raw = tc.NetConn()
 			}
 			host, port := p.cfg.OriginalDst(raw)
-			return context.WithValue(c, connKey{}, &connInfo{host: host, port: port})
+			return context.WithValue(c, connKey{}, &connInfo{host: host, port: port, addr: net.JoinHostPort(host, strconv.Itoa(port))})
 		},
 		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 	}
 	done := make(chan struct{})
 	defer close(done)
+	endServe := p.upstreams.serve()
+	defer endServe()
 	go func() {
-		select {
-		case <-ctx.Done():
-			srv.Close()
-		case <-done:
+		tick := time.NewTicker(idleTimeout / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				srv.Close()
+				return
+			case <-done:
+				return
+			case <-tick.C:
+				p.upstreams.closeExpired()
+			}
 		}
 	}()
 	err := srv.Serve(tls.NewListener(ln, p.tlsConfig))
-	p.upstreams.closeIdle()
 	if errors.Is(err, http.ErrServerClosed) && ctx.Err() != nil {
 		return nil
 	}
@@ -189,16 +179,18 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Host header does not match the TLS server name", http.StatusMisdirectedRequest)
 		return
 	}
-	f := &forward{host: host, port: ci.port, key: upstreamKey{addr: net.JoinHostPort(ci.host, strconv.Itoa(ci.port)), serverName: host}}
+	if r.Method == http.MethodConnect {
+		// A tunnel would carry requests the proxy never sees.
+		http.Error(w, "CONNECT is not supported", http.StatusMethodNotAllowed)
+		return
+	}
+	f := &forward{host: host, port: ci.port, key: upstreamKey{addr: ci.addr, serverName: host}}
 	if p.cfg.Injector != nil {
 		if pth, ok := canonicalPath(r.URL); ok {
 			f.inject, _ = p.cfg.Injector.Match("https", host, ci.port, r.Method, pth)
 		}
 	}
-	// Let the origin read the rest of the body while it answers (echo and
-	// bidirectional streams); ignore servers that cannot.
-	_ = http.NewResponseController(w).EnableFullDuplex()
-	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), forwardKey{}, f)))
+	p.forward(w, r, f)
 }
 
 // canonicalPath returns the path to match bindings against, and false when
@@ -220,77 +212,3 @@ func canonicalPath(u *url.URL) (string, bool) {
 	}
 	return p, clean == p
 }
-
-func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
-	f := pr.In.Context().Value(forwardKey{}).(*forward)
-	pr.Out.URL.Scheme = "https"
-	pr.Out.URL.Host = net.JoinHostPort(f.host, strconv.Itoa(f.port))
-	pr.Out.Host = pr.In.Host
-	// ReverseProxy drops forwarding headers before Rewrite; we are
-	// transparent, so pass the sandbox's own through and add none.
-	for _, h := range []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
-		if v, ok := pr.In.Header[h]; ok {
-			pr.Out.Header[h] = v
-		}
-	}
-	for k, v := range f.inject {
-		pr.Out.Header[k] = v // replaces whatever the sandbox sent
-	}
-	if len(f.inject) > 0 {
-		// An identity-encoded answer can be scanned for echoed secrets.
-		pr.Out.Header.Del("Accept-Encoding")
-	}
-}
-
-// modifyResponse redacts injected secrets an origin echoes, in response
-// headers and (streaming, same length) in bodies, so the sandbox never
-// reads a secret back. Bodies of injected requests arrive unencoded (rewrite
-// drops Accept-Encoding); a body the origin encodes anyway is scanned as is.
-func (p *Proxy) modifyResponse(resp *http.Response) error {
-	f, _ := resp.Request.Context().Value(forwardKey{}).(*forward)
-	if f == nil || len(f.inject) == 0 {
-		return nil
-	}
-	var needles []string
-	for _, vs := range f.inject {
-		for _, v := range vs {
-			needles = append(needles, v)
-			if _, tok, ok := strings.Cut(v, " "); ok && len(tok) >= 8 {
-				needles = append(needles, tok)
-			}
-		}
-	}
-	for k, vs := range resp.Header {
-		for i, v := range vs {
-			for _, n := range needles {
-				if strings.Contains(v, n) {
-					resp.Header[k][i] = "[REDACTED]"
-					break
-				}
-			}
-		}
-	}
-	if resp.Body != nil && resp.Body != http.NoBody {
-		resp.Body = newRedactingBody(resp.Body, needles)
-	}
-	return nil
-}
-
-func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
-	f, _ := r.Context().Value(forwardKey{}).(*forward)
-	if f != nil {
-		p.log.Warn("tlsproxy: upstream request failed", "method", r.Method, "host", f.host, "port", f.port, "injected", f.inject != nil, "err", err)
-	}
-	if r.Context().Err() != nil {
-		return // the sandbox went away
-	}
-	w.WriteHeader(http.StatusBadGateway)
-}
-
-// bufferPool recycles ReverseProxy copy buffers.
-type bufferPool struct{}
-
-var buffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
-func (bufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
-func (bufferPool) Put(b []byte) { buffers.Put(&b) }

@@ -1,18 +1,24 @@
 package tlsproxy
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"net"
-	"net/http"
 	"sync"
 	"time"
 )
 
-// maxUpstreams bounds the pooled origins; past it the pool starts over.
-const maxUpstreams = 256
+// Pool limits. maxUpstreams bounds the pooled origins; past it the pool
+// starts over.
+const (
+	maxUpstreams     = 256
+	maxIdlePerKey    = 64
+	idleTimeout      = 90 * time.Second
+	dialTimeout      = 10 * time.Second
+	handshakeTimeout = 10 * time.Second
+)
 
 // upstreamKey names one pool of origin connections. A connection is reused
 // only for the same original destination and the same verified server name:
@@ -25,66 +31,184 @@ type upstreamKey struct {
 	serverName string // SNI sent and name verified (an IP verifies against IP SANs)
 }
 
-// upstreams is the ReverseProxy transport: one keep-alive HTTP/1.1
-// http.Transport per upstreamKey, each with its own TLS session cache so
-// a new connection to a known origin resumes instead of a full handshake.
+// upConn is one HTTP/1.1 connection to an origin. It is used by one
+// request at a time: the handler goroutine writes the request head and
+// reads the response; a request body, when there is one, is written by a
+// second goroutine that the handler waits for before the connection is
+// reused.
+type upConn struct {
+	key  upstreamKey
+	raw  net.Conn
+	tc   *tls.Conn
+	cr   countingReader // under br: bytes read from the origin since the request began
+	br   *bufio.Reader
+	bw   *bufio.Writer
+	used bool      // carried a request before (a reused connection may be dead)
+	idle time.Time // when it went back to the pool
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r net.Conn
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// abort closes the connection at once (no close_notify): it unblocks a
+// concurrent read or write.
+func (uc *upConn) abort() { uc.raw.Close() }
+
+// keyPool is the idle connections and the TLS client configuration (with its
+// session cache, so a new connection resumes) of one upstreamKey.
+type keyPool struct {
+	tls  *tls.Config
+	idle []*upConn // most recently used last
+}
+
+// upstreams dials and pools origin connections.
 type upstreams struct {
 	roots *x509.CertPool
 	dial  func(ctx context.Context, network, addr string) (net.Conn, error)
 
-	mu sync.Mutex
-	m  map[upstreamKey]*http.Transport
+	mu      sync.Mutex
+	m       map[upstreamKey]*keyPool
+	serving int // running Serve calls; with none, returned connections close
 }
 
-func (u *upstreams) RoundTrip(req *http.Request) (*http.Response, error) {
-	f, ok := req.Context().Value(forwardKey{}).(*forward)
-	if !ok {
-		return nil, errors.New("tlsproxy: request without a forward")
-	}
-	return u.transport(f.key).RoundTrip(req)
+func newUpstreams(roots *x509.CertPool, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *upstreams {
+	return &upstreams{roots: roots, dial: dial, m: make(map[upstreamKey]*keyPool)}
 }
 
-func (u *upstreams) transport(k upstreamKey) *http.Transport {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if t := u.m[k]; t != nil {
-		return t
+// pool returns k's pool, creating it; u.mu must be held.
+func (u *upstreams) pool(k upstreamKey) *keyPool {
+	kp := u.m[k]
+	if kp != nil {
+		return kp
 	}
 	if len(u.m) >= maxUpstreams {
-		// In-flight requests keep their transport; connections they hand
-		// back close after IdleConnTimeout.
-		for _, t := range u.m {
-			t.CloseIdleConnections()
+		// Connections in use are closed when their request ends.
+		for _, kp := range u.m {
+			closeAll(kp.idle)
 		}
 		clear(u.m)
 	}
-	t := &http.Transport{
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return u.dial(ctx, network, k.addr)
-		},
-		TLSClientConfig: &tls.Config{
-			RootCAs:            u.roots,
-			ServerName:         k.serverName,
-			MinVersion:         tls.VersionTLS12,
-			ClientSessionCache: tls.NewLRUClientSessionCache(8),
-		},
-		TLSNextProto:          map[string]func(string, *tls.Conn) http.RoundTripper{}, // HTTP/1.1 upstream
-		DisableCompression:    true,                                                   // pass Accept-Encoding through untouched
-		MaxIdleConns:          64,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-	}
-	u.m[k] = t
-	return t
+	kp = &keyPool{tls: &tls.Config{
+		RootCAs:            u.roots,
+		ServerName:         k.serverName,
+		MinVersion:         tls.VersionTLS12,
+		ClientSessionCache: tls.NewLRUClientSessionCache(8),
+	}}
+	u.m[k] = kp
+	return kp
 }
 
-// closeIdle closes every idle origin connection.
-func (u *upstreams) closeIdle() {
+func closeAll(ucs []*upConn) {
+	for _, uc := range ucs {
+		uc.tc.Close()
+	}
+}
+
+// get returns an idle connection for k that still looks alive, or dials a
+// new one.
+func (u *upstreams) get(ctx context.Context, k upstreamKey) (*upConn, error) {
+	now := time.Now()
+	for {
+		u.mu.Lock()
+		kp := u.pool(k)
+		n := len(kp.idle)
+		if n == 0 {
+			cfg := kp.tls
+			u.mu.Unlock()
+			return u.dialTLS(ctx, k, cfg)
+		}
+		uc := kp.idle[n-1]
+		kp.idle[n-1] = nil
+		kp.idle = kp.idle[:n-1]
+		u.mu.Unlock()
+		if now.Sub(uc.idle) < idleTimeout && uc.alive() {
+			return uc, nil
+		}
+		uc.tc.Close()
+	}
+}
+
+func (u *upstreams) dialTLS(ctx context.Context, k upstreamKey, cfg *tls.Config) (*upConn, error) {
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	raw, err := u.dial(dctx, "tcp", k.addr)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	tc := tls.Client(raw, cfg)
+	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	err = tc.HandshakeContext(hctx)
+	cancel()
+	if err != nil {
+		raw.Close()
+		return nil, err
+	}
+	uc := &upConn{key: k, raw: raw, tc: tc}
+	uc.cr.r = tc
+	uc.br = bufio.NewReaderSize(&uc.cr, 4<<10)
+	uc.bw = bufio.NewWriterSize(tc, 4<<10)
+	return uc, nil
+}
+
+// put returns a connection whose last exchange completed cleanly.
+func (u *upstreams) put(uc *upConn) {
+	uc.used = true
+	uc.idle = time.Now()
+	u.mu.Lock()
+	kp := u.m[uc.key]
+	if u.serving == 0 || kp == nil || len(kp.idle) >= maxIdlePerKey {
+		u.mu.Unlock()
+		uc.tc.Close()
+		return
+	}
+	kp.idle = append(kp.idle, uc)
+	u.mu.Unlock()
+}
+
+// closeExpired closes connections idle for longer than idleTimeout.
+func (u *upstreams) closeExpired() {
+	now := time.Now()
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	for _, t := range u.m {
-		t.CloseIdleConnections()
+	for _, kp := range u.m {
+		keep := kp.idle[:0]
+		for _, uc := range kp.idle {
+			if now.Sub(uc.idle) >= idleTimeout {
+				uc.tc.Close()
+			} else {
+				keep = append(keep, uc)
+			}
+		}
+		clear(kp.idle[len(keep):])
+		kp.idle = keep
+	}
+}
+
+// serve counts a running Serve; the returned func ends it and, after the
+// last, closes every idle origin connection.
+func (u *upstreams) serve() func() {
+	u.mu.Lock()
+	u.serving++
+	u.mu.Unlock()
+	return func() {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		u.serving--
+		if u.serving > 0 {
+			return
+		}
+		for _, kp := range u.m {
+			closeAll(kp.idle)
+			kp.idle = nil
+		}
 	}
 }
