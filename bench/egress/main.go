@@ -231,7 +231,7 @@ func run(n, c, rounds int, cpuprofile string) error {
 	fmt.Println("  In production the proxy runs in the egress sidecar, a separate process with its own CPU budget, and neither the")
 	fmt.Println("  sandbox's client nor the remote origin shares its CPU; measurement 2 models that. Measurement 1 is the worst case,")
 	fmt.Println("  sandbox and sidecar competing for the same cores, where the proxy's work (a TLS server and a TLS client per request,")
-	fmt.Println("  more CPU than client and origin together) caps the ratio at the printed ceiling.")
+	fmt.Println("  about as much CPU as client and origin together) caps the ratio at the printed ceiling.")
 	if skipped != "" {
 		fmt.Println("  dedicated core (judged): not measured,", skipped)
 	} else {
