@@ -72,6 +72,23 @@ func dockerEnv(t *testing.T, mod func(*Config)) (*testEnv, string) {
 	}
 	e.http = newHTTPTestServer(t, e.srv.Handler())
 	e.run()
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		// What the server and the sandboxes' execd said, for failures
+		// that do not reproduce on demand.
+		logs := e.logs.String()
+		if len(logs) > 16000 {
+			logs = logs[len(logs)-16000:]
+		}
+		t.Logf("server log (tail):\n%s", logs)
+		ids, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=io.opensandbox.test.run="+run).Output()
+		for _, id := range strings.Fields(string(ids)) {
+			out, _ := exec.Command("docker", "logs", "--tail", "40", id).CombinedOutput()
+			t.Logf("container %s logs (tail):\n%s", id, out)
+		}
+	})
 	return e, image
 }
 
