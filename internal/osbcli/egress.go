@@ -1,6 +1,7 @@
 package osbcli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -27,6 +28,26 @@ with a network policy (osb sandbox create --network-policy-file) have one.`,
 		a.egressSetCommand(),
 		a.egressDeleteCommand(),
 	)
+	return cmd
+}
+
+// sidecarView finishes a read-only egress or vault command: it fetches a
+// view through the SDK, adds hint to a failure and renders the view in
+// the -o format.
+func (a *app) sidecarView(cmd *cobra.Command, hint func(error, string) error,
+	fetch func(ctx context.Context, c *sandbox.Client, args []string) (view, error)) *cobra.Command {
+	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		c, err := a.sdk()
+		if err != nil {
+			return err
+		}
+		v, err := fetch(cmd.Context(), c, args)
+		if err != nil {
+			return hint(err, args[0])
+		}
+		return render(a.io.out, *out, v)
+	}
 	return cmd
 }
 

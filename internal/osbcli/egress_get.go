@@ -1,25 +1,24 @@
 package osbcli
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
+)
 
 func (a *app) egressGetCommand() *cobra.Command {
-	cmd := &cobra.Command{
+	return a.sidecarView(&cobra.Command{
 		Use:     "get <sandbox-id>",
 		Short:   "Show the egress policy in force",
 		Example: "  osb egress get 3f2c9a1e-...\n  osb egress get 3f2c9a1e-... -o json",
 		Args:    exactArgs(1, "<sandbox-id>"),
-	}
-	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		c, err := a.sdk()
+	}, egressHint, func(ctx context.Context, c *sandbox.Client, args []string) (view, error) {
+		st, err := c.Egress(args[0]).GetPolicy(ctx)
 		if err != nil {
-			return err
+			return view{}, err
 		}
-		st, err := c.Egress(args[0]).GetPolicy(cmd.Context())
-		if err != nil {
-			return egressHint(err, args[0])
-		}
-		return render(a.io.out, *out, policyView(st))
-	}
-	return cmd
+		return policyView(st), nil
+	})
 }

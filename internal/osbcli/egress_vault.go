@@ -1,6 +1,7 @@
 package osbcli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -135,25 +136,18 @@ func (a *app) vaultPatchCommand() *cobra.Command {
 }
 
 func (a *app) vaultGetCommand() *cobra.Command {
-	cmd := &cobra.Command{
+	return a.sidecarView(&cobra.Command{
 		Use:     "get <sandbox-id>",
 		Short:   "Show the vault (metadata only)",
 		Example: "  osb credential-vault get 3f2c9a1e-... -o yaml",
 		Args:    exactArgs(1, "<sandbox-id>"),
-	}
-	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		c, err := a.sdk()
+	}, vaultHint, func(ctx context.Context, c *sandbox.Client, args []string) (view, error) {
+		st, err := c.CredentialVault(args[0]).Get(ctx)
 		if err != nil {
-			return err
+			return view{}, err
 		}
-		st, err := c.CredentialVault(args[0]).Get(cmd.Context())
-		if err != nil {
-			return vaultHint(err, args[0])
-		}
-		return render(a.io.out, *out, vaultView(st))
-	}
-	return cmd
+		return vaultView(st), nil
+	})
 }
 
 func (a *app) vaultDeleteCommand() *cobra.Command {
