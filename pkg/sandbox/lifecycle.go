@@ -221,7 +221,23 @@ func (c *Client) ready(ctx context.Context, id string, st SandboxStatus, timeout
 	if skipPing {
 		return sb, nil
 	}
-	if err := sb.waitPing(wctx); err != nil {
+	// A sandbox that stops while we wait (its entrypoint exited) will never
+	// answer: say so at once rather than when the timeout runs out.
+	errStopped := errors.New("stopped")
+	err = sb.waitPing(wctx, func(ctx context.Context) error {
+		info, err := c.Get(ctx, id)
+		if err != nil {
+			return nil // keep pinging; the timeout still bounds the wait
+		}
+		if st = info.Status; st.State != StateRunning {
+			return errStopped
+		}
+		return nil
+	})
+	if errors.Is(err, errStopped) {
+		return nil, notReady("stopped before execd answered", nil)
+	}
+	if err != nil {
 		return nil, notReady(fmt.Sprintf("execd did not answer /ping within %v", timeout), err)
 	}
 	return sb, nil

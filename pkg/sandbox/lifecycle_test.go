@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -189,4 +190,36 @@ func TestLifecycleCalls(t *testing.T) {
 	if q := s.only(t, "GET", "/v1/sandboxes/sb1/endpoints/8080").RawQuery; q != "use_server_proxy=true" {
 		t.Errorf("endpoint query = %q, want use_server_proxy=true", q)
 	}
+}
+
+// TestCreateStopsWaitingWhenTheSandboxFails checks that a sandbox which is
+// Running when created but fails while execd does not answer (its
+// entrypoint exited) ends the wait at once, not at ReadyTimeout.
+func TestCreateStopsWaitingWhenTheSandboxFails(t *testing.T) {
+	s := newSDKServer(t)
+	var gets atomic.Int32
+	s.mux.HandleFunc("POST /v1/sandboxes", func(w http.ResponseWriter, r *http.Request) {
+		replyJSON(w, 202, CreateSandboxResponse{ID: "sb4", Status: SandboxStatus{State: StateRunning}})
+	})
+	s.mux.HandleFunc("GET /v1/sandboxes/sb4", func(w http.ResponseWriter, r *http.Request) {
+		st := SandboxStatus{State: StateRunning}
+		if gets.Add(1) > 1 {
+			st = SandboxStatus{State: StateFailed, Reason: "CONTAINER_EXITED", Message: "exited with code 3"}
+		}
+		replyJSON(w, 200, SandboxInfo{ID: "sb4", Status: st})
+	})
+	s.mux.HandleFunc("GET /v1/sandboxes/sb4/endpoints/44772", func(w http.ResponseWriter, r *http.Request) {
+		replyJSON(w, 200, Endpoint{Endpoint: s.host() + "/execd"})
+	})
+	s.mux.HandleFunc("GET /execd/ping", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) })
+	s.mux.HandleFunc("DELETE /v1/sandboxes/sb4", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
+	start := time.Now()
+	_, err := s.client(t).Create(testCtx(t), CreateOptions{Image: "img", ReadyTimeout: 20 * time.Second})
+	if !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "exited with code 3") {
+		t.Fatalf("Create = %v, want ErrNotReady naming the exit", err)
+	}
+	if waited := time.Since(start); waited > 10*time.Second {
+		t.Fatalf("Create waited %v; want it to stop once the sandbox failed", waited)
+	}
+	s.only(t, "DELETE", "/v1/sandboxes/sb4")
 }

@@ -165,8 +165,13 @@ func (s *Sandbox) Healthy(ctx context.Context) bool {
 
 // waitPing polls /ping with a backoff from 20ms to 200ms until it answers
 // or ctx ends; it returns the last error.
-func (s *Sandbox) waitPing(ctx context.Context) error {
+//
+// While execd does not answer, check (when not nil) is called at most once
+// per stateCheckInterval; an error from it ends the wait (the sandbox will
+// never answer, for example because its entrypoint exited).
+func (s *Sandbox) waitPing(ctx context.Context, check func(context.Context) error) error {
 	backoff := 20 * time.Millisecond
+	var checked time.Time
 	for {
 		cl := s.execdCall(http.MethodGet, "/ping")
 		cl.noRetry = true
@@ -174,12 +179,21 @@ func (s *Sandbox) waitPing(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
+		if check != nil && time.Since(checked) >= stateCheckInterval {
+			checked = time.Now()
+			if cerr := check(ctx); cerr != nil {
+				return cerr
+			}
+		}
 		if serr := sleepCtx(ctx, backoff); serr != nil {
 			return err
 		}
 		backoff = min(backoff*2, 200*time.Millisecond)
 	}
 }
+
+// stateCheckInterval spaces the state checks of waitPing.
+const stateCheckInterval = 500 * time.Millisecond
 
 // Snapshot saves the sandbox's filesystem as a snapshot named name and
 // waits until it is Ready; see Client.WaitSnapshot.

@@ -231,8 +231,20 @@ func TestSDKCreateFailure(t *testing.T) {
 		return
 	}
 	t.Logf("Create with an exiting entrypoint: %v", err)
-	if !errors.As(err, &ae) || ae.StatusCode != 500 || ae.Code != "SANDBOX_START_FAILED" || !strings.Contains(ae.Message, "code 3") {
-		t.Errorf("Create error = %v, want a 500 SANDBOX_START_FAILED naming exit code 3", err)
+	switch {
+	case errors.As(err, &ae):
+		// The server saw the exit before execd answered.
+		if ae.StatusCode != 500 || ae.Code != "SANDBOX_START_FAILED" || !strings.Contains(ae.Message, "code 3") {
+			t.Errorf("Create error = %v, want a 500 SANDBOX_START_FAILED naming exit code 3", err)
+		}
+	case errors.Is(err, sandbox.ErrNotReady):
+		// execd answered the server first, then the entrypoint exited
+		// while the SDK waited for /ping: it must notice the Failed state.
+		if !strings.Contains(err.Error(), sandbox.StateFailed) || !strings.Contains(err.Error(), "3") {
+			t.Errorf("Create error = %v, want ErrNotReady naming state Failed and exit code 3", err)
+		}
+	default:
+		t.Errorf("Create error = %v, want a 500 SANDBOX_START_FAILED or ErrNotReady with state Failed", err)
 	}
 	page, err := c.List(ctx, sandbox.ListOptions{Metadata: map[string]string{"run": run}})
 	if err != nil || len(page.Items) != 0 {
