@@ -60,6 +60,7 @@ func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, logger *slog
 		EgressDisableIPv6:    cfg.Egress.DisableIPv6,
 		EgressDNSUpstreams:   cfg.Egress.DNSUpstream,
 		EgressUpstreamCAFile: cfg.Egress.UpstreamCAFile,
+		EgressDenyWebhook:    cfg.Egress.DenyWebhook,
 		Logger:               logger,
 	})
 	if err != nil {

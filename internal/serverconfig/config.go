@@ -240,6 +240,9 @@ type Egress struct {
 	// upstream_ca_file: a PEM file of extra CAs the credential proxy
 	// trusts for origins (private services); default "".
 	UpstreamCAFile string `toml:"upstream_ca_file"`
+	// deny_webhook: an http(s) URL the sidecar POSTs each denied name to
+	// ({hostname, timestamp, source, sandboxId}); default "" = none.
+	DenyWebhook string `toml:"deny_webhook"`
 	// mode: "dns" (DNS filtering; default) or "dns+nft" (plus nftables
 	// enforcement of resolved addresses).
 	Mode string `toml:"mode"`

@@ -119,6 +119,7 @@ mode = "dns"                     # "dns" or "dns+nft" (also drop IPs the policy 
 disable_ipv6 = true
 # dns_upstream = ["10.0.0.2"]    # resolvers for allowed names; unset = the engine's
 upstream_ca_file = ""            # extra CAs the credential proxy trusts for origins
+deny_webhook = ""                # http(s) URL told of each denied name
 
 [ingress]
 mode = "direct"                  # "gateway" only with Kubernetes

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -143,6 +144,11 @@ func validate(c *Config) (warnings, problems []string) {
 	}
 	if strings.ContainsAny(c.Egress.Image, " \t") {
 		bad("egress.image", c.Egress.Image, "want an image reference")
+	}
+	if w := c.Egress.DenyWebhook; w != "" {
+		if u, err := url.Parse(w); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("egress.deny_webhook", w, "want an http or https URL")
+		}
 	}
 	for _, u := range c.Egress.DNSUpstream {
 		if _, err := netip.ParseAddr(u); err != nil {

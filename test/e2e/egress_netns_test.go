@@ -43,10 +43,26 @@ func TestEgressSidecarNetns(t *testing.T) {
 	world := startEgressWorld(t, w2, "53", "443", zone, n.listen(n.World))
 	port := n.serveHTTP(t, w3, w4, w5)
 
+	// The deny webhook lives in the world too: the sidecar reaches it with
+	// its own (bypass-marked) traffic.
+	denials := make(chan map[string]string, 16)
+	hookLn, err := n.listen(n.World).tcp(net.JoinHostPort(w4, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev map[string]string
+		json.NewDecoder(r.Body).Decode(&ev)
+		denials <- ev
+	})}
+	go hook.Serve(hookLn)
+	t.Cleanup(func() { hook.Close() })
+
 	dir := t.TempDir()
 	rules := filepath.Join(dir, "rules")
 	os.MkdirAll(rules, 0o755)
 	os.WriteFile(filepath.Join(rules, "deny.always"), []byte("# operator rules\nblocked.wild.test\n"), 0o644)
+	os.WriteFile(filepath.Join(rules, "log_skip.always"), []byte("nowhere.test\n"), 0o644)
 	caFile := filepath.Join(dir, "ca.pem")
 	policy := fmt.Sprintf(`{"defaultAction":"deny","egress":[
 		{"action":"deny","target":%q},
@@ -65,6 +81,8 @@ func TestEgressSidecarNetns(t *testing.T) {
 		"OPENSANDBOX_EGRESS_CA_FILE":               caFile,
 		"OPENSANDBOX_EGRESS_UPSTREAM_CA_FILE":      world.caFile,
 		"OPENSANDBOX_EGRESS_POLICY_FILE":           filepath.Join(dir, "policy.json"),
+		"OPENSANDBOX_EGRESS_SANDBOX_ID":            "netns-sandbox",
+		"OPENSANDBOX_EGRESS_DENY_WEBHOOK":          "http://" + hookLn.Addr().String() + "/deny",
 	})
 	api := n.sidecarClient(t, token)
 
@@ -101,6 +119,23 @@ func TestEgressSidecarNetns(t *testing.T) {
 	t.Run("denied names get NXDOMAIN", func(t *testing.T) {
 		for _, name := range []string{"denied.test", "bad.wild.test", "wild.test", "blocked.wild.test", "nowhere.test"} {
 			mustNXDomain(t, name)
+		}
+	})
+	t.Run("denials reach the webhook", func(t *testing.T) {
+		want := map[string]bool{"denied.test": true, "bad.wild.test": true, "wild.test": true, "blocked.wild.test": true}
+		for len(want) > 0 {
+			select {
+			case ev := <-denials:
+				if ev["hostname"] == "nowhere.test" {
+					t.Fatalf("a name in log_skip.always was reported: %v", ev)
+				}
+				if ev["sandboxId"] != "netns-sandbox" || ev["source"] != "dns" || ev["timestamp"] == "" {
+					t.Fatalf("webhook event = %v", ev)
+				}
+				delete(want, ev["hostname"])
+			case <-time.After(10 * time.Second):
+				t.Fatalf("no webhook event for %v", want)
+			}
 		}
 	})
 	t.Run("DNS to any other resolver reaches only the sidecar", func(t *testing.T) {

@@ -80,6 +80,10 @@ type Config struct {
 	Decider Decider
 	// OnAllowed receives the addresses of allowed answers. Optional.
 	OnAllowed AllowedFunc
+	// OnDenied is told of every denied name (and then nothing is logged
+	// here: the caller decides what to report). It must not block.
+	// Optional; without it each denial is logged at info level.
+	OnDenied func(host string)
 	// Logger receives per-query diagnostics. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -229,7 +233,11 @@ func (p *Proxy) serve(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) {
 	name := canonical(r.Question[0].Name)
 	for _, q := range r.Question {
 		if h := canonical(q.Name); !p.cfg.Decider.Allow(h) {
-			log.InfoContext(ctx, "dns query denied", "host", h, "qtype", dns.TypeToString[q.Qtype])
+			if p.cfg.OnDenied != nil {
+				p.cfg.OnDenied(h)
+			} else {
+				log.InfoContext(ctx, "dns query denied", "host", h, "qtype", dns.TypeToString[q.Qtype])
+			}
 			reply(w, r, dns.RcodeNameError)
 			return
 		}

@@ -168,14 +168,25 @@ func TestAllowedResolvesAndHookSeesIPs(t *testing.T) {
 func TestDeniedGetsNXDOMAINWithoutUpstream(t *testing.T) {
 	up := startUpstream(t)
 	rec := &recorder{}
-	p := startProxy(t, Config{Upstreams: []string{up.addr}, OnAllowed: rec.hook})
+	var denied []string
+	var mu sync.Mutex
+	p := startProxy(t, Config{Upstreams: []string{up.addr}, OnAllowed: rec.hook, OnDenied: func(h string) {
+		mu.Lock()
+		denied = append(denied, h)
+		mu.Unlock()
+	}})
 
 	for _, network := range []string{"udp", "tcp"} {
-		resp := query(t, p, network, "denied.example", dns.TypeA)
+		resp := query(t, p, network, "Denied.Example.", dns.TypeA)
 		if resp.Rcode != dns.RcodeNameError {
 			t.Errorf("%s: rcode = %s; want NXDOMAIN", network, dns.RcodeToString[resp.Rcode])
 		}
 	}
+	mu.Lock()
+	if !slices.Equal(denied, []string{"denied.example", "denied.example"}) {
+		t.Errorf("OnDenied got %q; want the canonical name once per query", denied)
+	}
+	mu.Unlock()
 	if n := up.queries.Load(); n != 0 {
 		t.Fatalf("upstream saw %d queries; want 0", n)
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -55,6 +56,11 @@ type Config struct {
 	// AlwaysReload.
 	Always       policy.AlwaysFiles
 	AlwaysReload time.Duration
+	// LogSkip names the file of patterns whose denials are not reported
+	// (re-read with the always files).
+	LogSkip string
+	// DenyWebhook, when set, receives a POST for each reported denial.
+	DenyWebhook string
 	// CredentialProxy turns on the vault's transparent TLS proxy.
 	CredentialProxy bool
 	// TLSProxyAddr is where the TLS proxy listens (loopback).
@@ -119,6 +125,13 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	dir := or(getenv("OPENSANDBOX_EGRESS_RULES_DIR"), DefaultRulesDir)
 	c.Always = policy.AlwaysFiles{Deny: filepath.Join(dir, "deny.always"), Allow: filepath.Join(dir, "allow.always")}
+	c.LogSkip = filepath.Join(dir, "log_skip.always")
+	if v := getenv("OPENSANDBOX_EGRESS_DENY_WEBHOOK"); v != "" {
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("OPENSANDBOX_EGRESS_DENY_WEBHOOK", fmt.Errorf("%q is not an http or https URL", v))
+		}
+		c.DenyWebhook = v
+	}
 	if v := getenv("OPENSANDBOX_EGRESS_ALWAYS_RELOAD"); v != "" {
 		d, err := parseSeconds(v)
 		if err != nil {

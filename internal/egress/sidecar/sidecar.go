@@ -106,6 +106,17 @@ func Run(ctx context.Context, cfg Config) error {
 		persist.save(store.Current())
 	}
 
+	deny := newDenyReporter(cfg.SandboxID, cfg.DenyWebhook, &http.Client{Transport: &http.Transport{
+		Proxy:       nil,
+		DialContext: (&net.Dialer{Timeout: webhookTimeout, Control: sockmark.Control(nft.BypassMark)}).DialContext,
+	}}, log.With("component", "deny"))
+	if err := deny.loadSkip(cfg.LogSkip); err != nil {
+		log.Warn("cannot read the log_skip.always file; every denial is reported", "err", err)
+	}
+	if cfg.DenyWebhook != "" {
+		go deny.run(ctx)
+	}
+
 	var onAllowed dnsproxy.AllowedFunc
 	if cfg.Mode == sandbox.EgressEnforcementDNSNft {
 		onAllowed = func(ctx context.Context, _ string, ips []netip.Addr, ttl time.Duration) error {
@@ -119,6 +130,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Mark:      nft.BypassMark,
 		Decider:   dnsproxy.DeciderFunc(func(h string) bool { return store.Current().Decide(h) == policy.Allow }),
 		OnAllowed: onAllowed,
+		OnDenied:  deny.denied,
 		Logger:    log.With("component", "dns"),
 	})
 	if err != nil {
@@ -204,7 +216,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	})
 	if cfg.AlwaysReload > 0 {
-		go reloadAlways(ctx, store, apply, cfg.AlwaysReload, log)
+		go reloadAlways(ctx, store, apply, cfg.AlwaysReload, log, func() error { return deny.loadSkip(cfg.LogSkip) })
 	}
 	log.Info("egress sidecar serving", "api", apiLn.Addr().String(), "dns", cfg.DNSAddr, "upstreams", upstreams)
 
@@ -243,7 +255,7 @@ func initialPolicy(cfg Config, opts policy.Options) (*policy.Policy, string, err
 	return p, "env", nil
 }
 
-func reloadAlways(ctx context.Context, store *policy.Store, apply policy.ApplyFunc, every time.Duration, log *slog.Logger) {
+func reloadAlways(ctx context.Context, store *policy.Store, apply policy.ApplyFunc, every time.Duration, log *slog.Logger, reloadSkip func() error) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -253,6 +265,9 @@ func reloadAlways(ctx context.Context, store *policy.Store, apply policy.ApplyFu
 		case <-t.C:
 			if err := store.Reload(ctx, apply); err != nil {
 				log.Warn("reload always-rule files; previous rules stay", "err", err)
+			}
+			if err := reloadSkip(); err != nil {
+				log.Warn("reload log_skip.always; previous patterns stay", "err", err)
 			}
 		}
 	}

@@ -171,6 +171,9 @@ func (r *Runtime) startSidecar(ctx context.Context, spec runtime.Spec) (string, 
 		"OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=" + strconv.FormatBool(eg.CredentialProxy),
 		"OPENSANDBOX_EGRESS_CA_FILE=" + egressCAInSidecar,
 	}
+	if r.opts.EgressDenyWebhook != "" {
+		env = append(env, "OPENSANDBOX_EGRESS_DENY_WEBHOOK="+r.opts.EgressDenyWebhook)
+	}
 	if len(r.opts.EgressDNSUpstreams) > 0 {
 		env = append(env, "OPENSANDBOX_EGRESS_DNS_UPSTREAM="+strings.Join(r.opts.EgressDNSUpstreams, ","))
 	}

@@ -66,6 +66,9 @@ type Options struct {
 	// EgressUpstreamCAFile is a host PEM file of extra CAs the credential
 	// proxy trusts for origins.
 	EgressUpstreamCAFile string
+	// EgressDenyWebhook is passed to the sidecar: a URL told of each
+	// denied name.
+	EgressDenyWebhook string
 	// ExecdCopy copies execd into each container through the API (for a
 	// remote engine) instead of bind-mounting ExecdPath read-only.
 	ExecdCopy bool
