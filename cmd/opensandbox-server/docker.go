@@ -61,6 +61,8 @@ func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, logger *slog
 		EgressDNSUpstreams:   cfg.Egress.DNSUpstream,
 		EgressUpstreamCAFile: cfg.Egress.UpstreamCAFile,
 		EgressDenyWebhook:    cfg.Egress.DenyWebhook,
+		EgressBlockDoH:       cfg.Egress.BlockDoH443,
+		EgressDoHBlocklist:   cfg.Egress.DoHBlocklist,
 		Logger:               logger,
 	})
 	if err != nil {

@@ -243,6 +243,11 @@ type Egress struct {
 	// deny_webhook: an http(s) URL the sidecar POSTs each denied name to
 	// ({hostname, timestamp, source, sandboxId}); default "" = none.
 	DenyWebhook string `toml:"deny_webhook"`
+	// block_doh_443: drop port 443 to doh_blocklist (DNS-over-HTTPS
+	// resolvers), or all of port 443 when the list is empty; default false.
+	BlockDoH443 bool `toml:"block_doh_443"`
+	// doh_blocklist: IPs or CIDRs of DNS-over-HTTPS resolvers.
+	DoHBlocklist []string `toml:"doh_blocklist"`
 	// mode: "dns" (DNS filtering; default) or "dns+nft" (plus nftables
 	// enforcement of resolved addresses).
 	Mode string `toml:"mode"`

@@ -275,6 +275,7 @@ func TestLoadInvalidValues(t *testing.T) {
 		{"firecracker on docker", "[secure_runtime]\ntype = \"firecracker\"\nk8s_runtime_class = \"kata-fc\"\n", []string{`secure_runtime.type = "firecracker"`}},
 		{"egress mode", "[egress]\nmode = \"nft\"\n", []string{`egress.mode = "nft"`}},
 		{"egress deny webhook", "[egress]\ndeny_webhook = \"ftp://x\"\n", []string{`egress.deny_webhook = "ftp://x"`}},
+		{"egress doh blocklist", "[egress]\ndoh_blocklist = [\"dns.google\"]\n", []string{`egress.doh_blocklist = "dns.google"`}},
 		{"egress dns upstream", "[egress]\ndns_upstream = [\"resolver.example\"]\n", []string{`egress.dns_upstream = "resolver.example"`}},
 		{"ingress gateway", "[ingress]\nmode = \"gateway\"\n", []string{`ingress.mode = "gateway"`, `runtime.type = "kubernetes"`}},
 		{"ingress mode", "[ingress]\nmode = \"tunnel\"\n", []string{`ingress.mode = "tunnel"`}},

@@ -120,6 +120,8 @@ disable_ipv6 = true
 # dns_upstream = ["10.0.0.2"]    # resolvers for allowed names; unset = the engine's
 upstream_ca_file = ""            # extra CAs the credential proxy trusts for origins
 deny_webhook = ""                # http(s) URL told of each denied name
+block_doh_443 = false            # drop 443 to doh_blocklist (all 443 when the list is empty)
+# doh_blocklist = ["1.1.1.1", "8.8.8.8"]
 
 [ingress]
 mode = "direct"                  # "gateway" only with Kubernetes

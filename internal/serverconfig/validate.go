@@ -150,6 +150,13 @@ func validate(c *Config) (warnings, problems []string) {
 			bad("egress.deny_webhook", w, "want an http or https URL")
 		}
 	}
+	for _, d := range c.Egress.DoHBlocklist {
+		if _, err := netip.ParsePrefix(d); err != nil {
+			if _, err := netip.ParseAddr(d); err != nil {
+				bad("egress.doh_blocklist", d, "want an IP or CIDR")
+			}
+		}
+	}
 	for _, u := range c.Egress.DNSUpstream {
 		if _, err := netip.ParseAddr(u); err != nil {
 			if _, err := netip.ParseAddrPort(u); err != nil {

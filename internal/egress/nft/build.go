@@ -17,15 +17,15 @@ type family struct {
 	daddrOffset uint32
 	addrLen     uint32
 	allow, deny string
-	dyn         string
+	dyn, doh    string
 	isV4        bool
 }
 
 var families = []family{
 	{nfproto: unix.NFPROTO_IPV4, key: nftables.TypeIPAddr, daddrOffset: 16, addrLen: 4,
-		allow: SetAllow4, deny: SetDeny4, dyn: SetDyn4, isV4: true},
+		allow: SetAllow4, deny: SetDeny4, dyn: SetDyn4, doh: SetDoH4, isV4: true},
 	{nfproto: unix.NFPROTO_IPV6, key: nftables.TypeIP6Addr, daddrOffset: 24, addrLen: 16,
-		allow: SetAllow6, deny: SetDeny6, dyn: SetDyn6, isV4: false},
+		allow: SetAllow6, deny: SetDeny6, dyn: SetDyn6, doh: SetDoH6, isV4: false},
 }
 
 // build queues sets, chains and rules for r on c. With guard, a last
@@ -41,8 +41,8 @@ func build(c *nftables.Conn, t *nftables.Table, r Rules, guard bool) error {
 		}
 	}
 	type famSets struct {
-		fam              family
-		allow, deny, dyn *nftables.Set
+		fam                   family
+		allow, deny, dyn, doh *nftables.Set
 	}
 	var fs []famSets
 	for _, fam := range families {
@@ -65,7 +65,13 @@ func build(c *nftables.Conn, t *nftables.Table, r Rules, guard bool) error {
 		if err := c.AddSet(dyn, nil); err != nil {
 			return fmt.Errorf("add set %s: %w", fam.dyn, err)
 		}
-		fs = append(fs, famSets{fam, a, d, dyn})
+		var doh *nftables.Set
+		if r.BlockDoH && len(r.DoHBlockCIDRs) > 0 {
+			if doh, err = mk(fam.doh, r.DoHBlockCIDRs); err != nil {
+				return err
+			}
+		}
+		fs = append(fs, famSets{fam, a, d, dyn, doh})
 	}
 
 	policy := nftables.ChainPolicyAccept
@@ -93,6 +99,19 @@ func build(c *nftables.Conn, t *nftables.Table, r Rules, guard bool) error {
 	}
 	for _, proto := range []byte{unix.IPPROTO_TCP, unix.IPPROTO_UDP} {
 		add(l4proto(proto), dport(853), verdict(expr.VerdictDrop))
+	}
+	if r.BlockDoH {
+		// DNS over HTTPS (and over QUIC): to the listed resolvers, or to
+		// every address when there is no list.
+		for _, proto := range []byte{unix.IPPROTO_TCP, unix.IPPROTO_UDP} {
+			if len(r.DoHBlockCIDRs) == 0 {
+				add(l4proto(proto), dport(443), verdict(expr.VerdictDrop))
+				continue
+			}
+			for _, s := range fs {
+				add(l4proto(proto), dport(443), daddrIn(s.fam, s.doh), verdict(expr.VerdictDrop))
+			}
+		}
 	}
 	for _, s := range fs {
 		add(daddrIn(s.fam, s.deny), verdict(expr.VerdictDrop))

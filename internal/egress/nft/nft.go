@@ -14,6 +14,7 @@
 //	icmpv6 neighbour discovery accept     (IPv6 cannot work without it)
 //	tcp/udp dport 53 accept               (redirected to the DNS proxy below)
 //	tcp/udp dport 853 drop                (DNS over TLS)
+//	tcp/udp dport 443 [daddr @doh_block_*] drop   (DNS over HTTPS, when asked)
 //	ip/ip6 daddr @deny_v4/@deny_v6 drop
 //	ip/ip6 daddr @dyn_allow_v4/@dyn_allow_v6 accept
 //	ip/ip6 daddr @allow_v4/@allow_v6 accept
@@ -61,6 +62,8 @@ const (
 	SetDeny6   = "deny_v6"
 	SetDyn4    = "dyn_allow_v4"
 	SetDyn6    = "dyn_allow_v6"
+	SetDoH4    = "doh_block_v4"
+	SetDoH6    = "doh_block_v6"
 	BypassMark = 0x1
 	// DefaultDNSProxyPort is used when Rules.DNSProxyPort is 0.
 	DefaultDNSProxyPort = 15353
@@ -97,6 +100,10 @@ type Rules struct {
 	// connection by its original destination.
 	TLSProxyPort uint16
 	TLSPorts     []uint16
+	// BlockDoH drops tcp/udp port 443 to DoHBlockCIDRs (DNS-over-HTTPS
+	// resolvers), or to every address when the list is empty.
+	BlockDoH      bool
+	DoHBlockCIDRs []netip.Prefix
 }
 
 // Firewall programs the opensandbox table in one network namespace. It is

@@ -421,3 +421,40 @@ func hasTable(t *testing.T, tn *testNet, name string) bool {
 	}
 	return false
 }
+
+// TestBlockDoH checks DNS-over-HTTPS blocking: port 443 to a listed
+// resolver is dropped while 443 elsewhere and other ports to the resolver
+// pass; without a list every 443 is dropped.
+func TestBlockDoH(t *testing.T) {
+	tn := setupNet(t)
+	ctx := context.Background()
+	var ln net.Listener
+	inNS(t, tn.world, func() error {
+		var err error
+		ln, err = net.Listen("tcp", "0.0.0.0:443")
+		return err
+	})
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	f := newFirewall(t, tn)
+	t.Cleanup(func() { _ = f.Remove(ctx) })
+	if err := f.Apply(ctx, Rules{BlockDoH: true, DoHBlockCIDRs: []netip.Prefix{hostPrefix(tn.world1)}}); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	tn.mustBeDropped(t, tn.world1, 443)
+	tn.mustConnect(t, tn.world2, 443)
+	tn.mustConnect(t, tn.world1, tn.httpPort)
+	if err := f.Apply(ctx, Rules{BlockDoH: true}); err != nil {
+		t.Fatalf("Apply without a list: %v", err)
+	}
+	tn.mustBeDropped(t, tn.world2, 443)
+	tn.mustConnect(t, tn.world2, tn.httpPort)
+}

@@ -61,6 +61,10 @@ type Config struct {
 	LogSkip string
 	// DenyWebhook, when set, receives a POST for each reported denial.
 	DenyWebhook string
+	// BlockDoH drops port 443 to DoHBlocklist, or all of port 443 when the
+	// list is empty (DNS over HTTPS).
+	BlockDoH     bool
+	DoHBlocklist []netip.Prefix
 	// CredentialProxy turns on the vault's transparent TLS proxy.
 	CredentialProxy bool
 	// TLSProxyAddr is where the TLS proxy listens (loopback).
@@ -138,6 +142,27 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			bad("OPENSANDBOX_EGRESS_ALWAYS_RELOAD", err)
 		}
 		c.AlwaysReload = d
+	}
+	if v := getenv("OPENSANDBOX_EGRESS_BLOCK_DOH_443"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			bad("OPENSANDBOX_EGRESS_BLOCK_DOH_443", fmt.Errorf("%q is not a boolean", v))
+		}
+		c.BlockDoH = b
+	}
+	if v := getenv("OPENSANDBOX_EGRESS_DOH_BLOCKLIST"); v != "" {
+		for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
+			p, err := netip.ParsePrefix(f)
+			if err != nil {
+				a, aerr := netip.ParseAddr(f)
+				if aerr != nil {
+					bad("OPENSANDBOX_EGRESS_DOH_BLOCKLIST", fmt.Errorf("%q is not an IP or CIDR", f))
+					continue
+				}
+				p = netip.PrefixFrom(a, a.BitLen())
+			}
+			c.DoHBlocklist = append(c.DoHBlocklist, p)
+		}
 	}
 	if v := getenv("OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT"); v != "" {
 		b, err := strconv.ParseBool(v)

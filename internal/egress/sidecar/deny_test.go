@@ -103,3 +103,15 @@ func TestDenyWebhookConfig(t *testing.T) {
 		t.Fatalf("config = %+v, %v", c, err)
 	}
 }
+
+func TestDoHConfig(t *testing.T) {
+	env := map[string]string{"OPENSANDBOX_EGRESS_BLOCK_DOH_443": "true", "OPENSANDBOX_EGRESS_DOH_BLOCKLIST": "1.1.1.1, 8.8.8.0/24,2606:4700::1111"}
+	c, err := FromEnv(func(k string) string { return env[k] })
+	if err != nil || !c.BlockDoH || len(c.DoHBlocklist) != 3 || c.DoHBlocklist[0].Bits() != 32 {
+		t.Fatalf("config = %+v, %v", c, err)
+	}
+	env["OPENSANDBOX_EGRESS_DOH_BLOCKLIST"] = "dns.google"
+	if _, err := FromEnv(func(k string) string { return env[k] }); err == nil {
+		t.Fatal("a host name in the DoH blocklist was accepted")
+	}
+}

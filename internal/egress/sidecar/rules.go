@@ -18,9 +18,9 @@ import (
 //
 // In dns mode only the DNS redirect and the DoT block are programmed: IP
 // rules are not enforced and unmatched traffic is accepted.
-func firewallRules(p *policy.Policy, mode string, dnsPort, tlsPort uint16) nft.Rules {
-	r := nft.Rules{DNSProxyPort: dnsPort, TLSProxyPort: tlsPort}
-	if mode != sandbox.EgressEnforcementDNSNft {
+func firewallRules(p *policy.Policy, o fwOptions) nft.Rules {
+	r := nft.Rules{DNSProxyPort: o.dnsPort, TLSProxyPort: o.tlsPort, BlockDoH: o.blockDoH, DoHBlockCIDRs: o.dohList}
+	if o.mode != sandbox.EgressEnforcementDNSNft {
 		return r
 	}
 	r.DefaultDeny = p.DefaultAction() == policy.Deny
@@ -44,6 +44,14 @@ func firewallRules(p *policy.Policy, mode string, dnsPort, tlsPort uint16) nft.R
 		}
 	}
 	return r
+}
+
+// fwOptions are the parts of the firewall that do not come from the policy.
+type fwOptions struct {
+	mode             string
+	dnsPort, tlsPort uint16
+	blockDoH         bool
+	dohList          []netip.Prefix
 }
 
 // subtract returns the parts of p not covered by any of qs, as prefixes.

@@ -36,7 +36,7 @@ func TestFirewallRulesFirstMatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := firewallRules(p, sandbox.EgressEnforcementDNSNft, 15353, 0)
+	r := firewallRules(p, fwOptions{mode: sandbox.EgressEnforcementDNSNft, dnsPort: 15353})
 	if !r.DefaultDeny {
 		t.Fatal("default deny lost")
 	}
@@ -47,7 +47,8 @@ func TestFirewallRulesFirstMatch(t *testing.T) {
 			t.Errorf("%s: firewall %s, policy %s", s, got, want)
 		}
 	}
-	if d := firewallRules(p, sandbox.EgressEnforcementDNS, 15353, 18081); d.DefaultDeny || len(d.AllowCIDRs)+len(d.DenyCIDRs) != 0 || d.TLSProxyPort != 18081 {
+	doh := []netip.Prefix{netip.MustParsePrefix("1.1.1.1/32")}
+	if d := firewallRules(p, fwOptions{mode: sandbox.EgressEnforcementDNS, dnsPort: 15353, tlsPort: 18081, blockDoH: true, dohList: doh}); d.DefaultDeny || len(d.AllowCIDRs)+len(d.DenyCIDRs) != 0 || d.TLSProxyPort != 18081 || !d.BlockDoH || len(d.DoHBlockCIDRs) != 1 {
 		t.Fatalf("dns mode rules = %+v; want only redirects", d)
 	}
 }

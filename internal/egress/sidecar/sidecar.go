@@ -92,7 +92,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// with the bypass mark. The sandbox's own port-53 traffic is redirected
 	// to the proxy whatever address it names.
 	apply := func(ctx context.Context, p *policy.Policy) error {
-		return fw.Apply(ctx, firewallRules(p, cfg.Mode, dnsPort, tlsPort))
+		return fw.Apply(ctx, firewallRules(p, fwOptions{mode: cfg.Mode, dnsPort: dnsPort, tlsPort: tlsPort, blockDoH: cfg.BlockDoH, dohList: cfg.DoHBlocklist}))
 	}
 	if err := apply(ctx, store.Current()); err != nil {
 		return fmt.Errorf("egress: program firewall: %w", err)

@@ -171,6 +171,9 @@ func (r *Runtime) startSidecar(ctx context.Context, spec runtime.Spec) (string, 
 		"OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=" + strconv.FormatBool(eg.CredentialProxy),
 		"OPENSANDBOX_EGRESS_CA_FILE=" + egressCAInSidecar,
 	}
+	if r.opts.EgressBlockDoH {
+		env = append(env, "OPENSANDBOX_EGRESS_BLOCK_DOH_443=true", "OPENSANDBOX_EGRESS_DOH_BLOCKLIST="+strings.Join(r.opts.EgressDoHBlocklist, ","))
+	}
 	if r.opts.EgressDenyWebhook != "" {
 		env = append(env, "OPENSANDBOX_EGRESS_DENY_WEBHOOK="+r.opts.EgressDenyWebhook)
 	}

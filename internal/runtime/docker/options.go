@@ -69,6 +69,10 @@ type Options struct {
 	// EgressDenyWebhook is passed to the sidecar: a URL told of each
 	// denied name.
 	EgressDenyWebhook string
+	// EgressBlockDoH and EgressDoHBlocklist are passed to the sidecar
+	// (port-443 blocking of DNS-over-HTTPS resolvers).
+	EgressBlockDoH     bool
+	EgressDoHBlocklist []string
 	// ExecdCopy copies execd into each container through the API (for a
 	// remote engine) instead of bind-mounting ExecdPath read-only.
 	ExecdCopy bool
