@@ -71,6 +71,22 @@ upstream_ca_file = %q
 			t.Fatalf("policy status = %+v", st)
 		}
 	})
+	t.Run("other containers cannot reach the sidecar API", func(t *testing.T) {
+		ip, err := exec.Command("docker", "inspect", "-f", "{{.NetworkSettings.IPAddress}}", "sandbox-egress-"+sb.ID()).Output()
+		if err != nil || net.ParseIP(strings.TrimSpace(string(ip))) == nil {
+			t.Fatalf("sidecar address: %q, %v", ip, err)
+		}
+		// A neighbour sandbox without a policy tries the sidecar's
+		// bridge address directly.
+		other := sdkCreate(t, c, sandbox.CreateOptions{})
+		ex, err := other.Run(ctx, "curl -sS --connect-timeout 2 http://"+strings.TrimSpace(string(ip))+":18080/healthz", sandbox.RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ex.ExitCode != 28 {
+			t.Fatalf("neighbour reached the sidecar API: exit %d %q", ex.ExitCode, ex.Text())
+		}
+	})
 	t.Run("an unresolved address is dropped", func(t *testing.T) {
 		// Nothing has resolved to the bridge address yet: in dns+nft mode
 		// a direct connection to it gets no answer.

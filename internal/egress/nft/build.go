@@ -135,6 +135,20 @@ func build(c *nftables.Conn, t *nftables.Table, r Rules, guard bool) error {
 		}
 	}
 
+	if r.APIPort != 0 {
+		accept := nftables.ChainPolicyAccept
+		in := c.AddChain(&nftables.Chain{
+			Name: InputChain, Table: t, Type: nftables.ChainTypeFilter,
+			Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &accept,
+		})
+		addIn := func(parts ...[]expr.Any) { c.AddRule(&nftables.Rule{Table: t, Chain: in, Exprs: concat(parts...)}) }
+		addIn(iifname("lo"), verdict(expr.VerdictAccept))
+		for _, a := range r.APIAllowFrom {
+			addIn(l4proto(unix.IPPROTO_TCP), dport(r.APIPort), saddrIs(a), verdict(expr.VerdictAccept))
+		}
+		addIn(l4proto(unix.IPPROTO_TCP), dport(r.APIPort), verdict(expr.VerdictDrop))
+	}
+
 	port := r.DNSProxyPort
 	if port == 0 {
 		port = DefaultDNSProxyPort
@@ -252,6 +266,31 @@ func oifnameNot(name string) []expr.Any {
 	e := oifname(name)
 	e[1].(*expr.Cmp).Op = expr.CmpOpNeq
 	return e
+}
+
+func iifname(name string) []expr.Any {
+	b := make([]byte, unix.IFNAMSIZ)
+	copy(b, name)
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: b},
+	}
+}
+
+// saddrIs matches packets from a (IPv4 or IPv6).
+func saddrIs(a netip.Addr) []expr.Any {
+	a = a.Unmap()
+	proto, off := byte(unix.NFPROTO_IPV6), uint32(8)
+	if a.Is4() {
+		proto, off = unix.NFPROTO_IPV4, 12
+	}
+	b := a.AsSlice()
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(len(b))},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: b},
+	}
 }
 
 func l4proto(p byte) []expr.Any {

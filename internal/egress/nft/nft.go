@@ -55,6 +55,7 @@ const (
 	TableName  = "opensandbox"
 	ChainName  = "egress"
 	NATChain   = "dns_redirect"
+	InputChain = "api_guard"
 	GuardChain = "guard"
 	SetAllow4  = "allow_v4"
 	SetAllow6  = "allow_v6"
@@ -104,6 +105,11 @@ type Rules struct {
 	// resolvers), or to every address when the list is empty.
 	BlockDoH      bool
 	DoHBlockCIDRs []netip.Prefix
+	// APIPort, when set, is the sidecar API's TCP port: an input chain lets
+	// it be reached only over loopback and from APIAllowFrom (the host's
+	// address on the bridge), never from other containers.
+	APIPort      uint16
+	APIAllowFrom []netip.Addr
 }
 
 // Firewall programs the opensandbox table in one network namespace. It is

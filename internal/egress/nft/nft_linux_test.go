@@ -458,3 +458,57 @@ func TestBlockDoH(t *testing.T) {
 	tn.mustBeDropped(t, tn.world2, 443)
 	tn.mustConnect(t, tn.world2, tn.httpPort)
 }
+
+// TestAPIGuard checks that the sidecar API port is reachable over loopback
+// and from the allowed address only.
+func TestAPIGuard(t *testing.T) {
+	tn := setupNet(t)
+	ctx := context.Background()
+	var ln net.Listener
+	inNS(t, tn.sandbox, func() error {
+		var err error
+		ln, err = net.Listen("tcp", "0.0.0.0:0")
+		return err
+	})
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	f := newFirewall(t, tn)
+	t.Cleanup(func() { _ = f.Remove(ctx) })
+	if err := f.Apply(ctx, Rules{APIPort: uint16(port), APIAllowFrom: []netip.Addr{tn.world1}}); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	from := func(src netip.Addr) error {
+		var derr error
+		inNS(t, tn.world, func() error {
+			d := net.Dialer{Timeout: 400 * time.Millisecond, LocalAddr: &net.TCPAddr{IP: src.AsSlice()}}
+			c, err := d.Dial("tcp", netip.AddrPortFrom(tn.sandboxIP, uint16(port)).String())
+			if err == nil {
+				c.Close()
+			}
+			derr = err
+			return nil
+		})
+		return derr
+	}
+	if err := from(tn.world1); err != nil {
+		t.Fatalf("from the allowed address: %v", err)
+	}
+	if err := from(tn.world2); err == nil || !isTimeout(err) {
+		t.Fatalf("from another address: %v; want dropped", err)
+	}
+	tn.mustConnect(t, netip.MustParseAddr("127.0.0.1"), port)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

@@ -65,6 +65,9 @@ type Config struct {
 	// list is empty (DNS over HTTPS).
 	BlockDoH     bool
 	DoHBlocklist []netip.Prefix
+	// APIAllow are the only non-loopback sources the API port accepts;
+	// nil means the default gateways (the host on a Docker bridge).
+	APIAllow []netip.Addr
 	// CredentialProxy turns on the vault's transparent TLS proxy.
 	CredentialProxy bool
 	// TLSProxyAddr is where the TLS proxy listens (loopback).
@@ -162,6 +165,16 @@ func FromEnv(getenv func(string) string) (Config, error) {
 				p = netip.PrefixFrom(a, a.BitLen())
 			}
 			c.DoHBlocklist = append(c.DoHBlocklist, p)
+		}
+	}
+	if v := getenv("OPENSANDBOX_EGRESS_API_ALLOW"); v != "" {
+		for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
+			a, err := netip.ParseAddr(f)
+			if err != nil {
+				bad("OPENSANDBOX_EGRESS_API_ALLOW", fmt.Errorf("%q is not an IP address", f))
+				continue
+			}
+			c.APIAllow = append(c.APIAllow, a)
 		}
 	}
 	if v := getenv("OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT"); v != "" {

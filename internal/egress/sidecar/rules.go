@@ -19,7 +19,8 @@ import (
 // In dns mode only the DNS redirect and the DoT block are programmed: IP
 // rules are not enforced and unmatched traffic is accepted.
 func firewallRules(p *policy.Policy, o fwOptions) nft.Rules {
-	r := nft.Rules{DNSProxyPort: o.dnsPort, TLSProxyPort: o.tlsPort, BlockDoH: o.blockDoH, DoHBlockCIDRs: o.dohList}
+	r := nft.Rules{DNSProxyPort: o.dnsPort, TLSProxyPort: o.tlsPort, BlockDoH: o.blockDoH, DoHBlockCIDRs: o.dohList,
+		APIPort: o.apiPort, APIAllowFrom: o.apiAllow}
 	if o.mode != sandbox.EgressEnforcementDNSNft {
 		return r
 	}
@@ -52,6 +53,8 @@ type fwOptions struct {
 	dnsPort, tlsPort uint16
 	blockDoH         bool
 	dohList          []netip.Prefix
+	apiPort          uint16
+	apiAllow         []netip.Addr
 }
 
 // subtract returns the parts of p not covered by any of qs, as prefixes.

@@ -88,11 +88,22 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := fw.TieToProcess(); err != nil {
 		return fmt.Errorf("egress: tie egress to the sidecar process: %w", err)
 	}
+	apiPort, err := portOf(cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("egress: API address: %w", err)
+	}
+	apiAllow := cfg.APIAllow
+	if apiAllow == nil {
+		if apiAllow, err = defaultGateways("/proc/net/route"); err != nil {
+			log.Warn("cannot read the default route; the API is reachable over loopback only", "err", err)
+		}
+	}
 	// The resolvers are not allow-listed: only the DNS proxy talks to them,
 	// with the bypass mark. The sandbox's own port-53 traffic is redirected
 	// to the proxy whatever address it names.
 	apply := func(ctx context.Context, p *policy.Policy) error {
-		return fw.Apply(ctx, firewallRules(p, fwOptions{mode: cfg.Mode, dnsPort: dnsPort, tlsPort: tlsPort, blockDoH: cfg.BlockDoH, dohList: cfg.DoHBlocklist}))
+		return fw.Apply(ctx, firewallRules(p, fwOptions{mode: cfg.Mode, dnsPort: dnsPort, tlsPort: tlsPort,
+			blockDoH: cfg.BlockDoH, dohList: cfg.DoHBlocklist, apiPort: apiPort, apiAllow: apiAllow}))
 	}
 	if err := apply(ctx, store.Current()); err != nil {
 		return fmt.Errorf("egress: program firewall: %w", err)

@@ -56,3 +56,14 @@ func writeFile(t *testing.T, path, s string) {
 		t.Fatal(err)
 	}
 }
+
+func TestDefaultGateways(t *testing.T) {
+	path := t.TempDir() + "/route"
+	writeFile(t, path, "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"+
+		"eth0\t00000000\t010011AC\t0003\t0\t0\t0\t00000000\t0\t0\t0\n"+
+		"eth0\t000011AC\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n")
+	got, err := defaultGateways(path)
+	if err != nil || len(got) != 1 || got[0].String() != "172.17.0.1" {
+		t.Fatalf("gateways = %v, %v; want [172.17.0.1]", got, err)
+	}
+}
