@@ -32,6 +32,11 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (runtime.Sandbo
 	if spec.Egress != nil && r.opts.NetworkMode != networkBridge {
 		return runtime.Sandbox{}, fmt.Errorf("docker: network policies need network mode bridge (configured: %s): %w", r.opts.NetworkMode, runtime.ErrNotSupported)
 	}
+	if spec.Egress != nil && !kernelNetworking(r.opts.Runtime) {
+		// gVisor and Kata move packets with their own network stacks or
+		// at layer 2: the namespace's nftables would never see them.
+		return runtime.Sandbox{}, fmt.Errorf("docker: network policies are enforced only for OCI runtimes that use the host kernel's network stack (runc, crun), not %q: %w", r.opts.Runtime, runtime.ErrNotSupported)
+	}
 	start := time.Now()
 	ref, imgLabels, err := r.resolveImage(ctx, spec)
 	if err != nil {
@@ -209,11 +214,11 @@ func (r *Runtime) containerConfig(spec runtime.Spec, ref string, imgLabels map[s
 		hc.Mounts = append([]mount.Mount{{Type: mount.TypeBind, Source: r.opts.ExecdPath, Target: execdInContainer, ReadOnly: true}}, hc.Mounts...)
 	}
 	if spec.Egress != nil {
-		// The sidecar owns the network and publishes the ports; the
-		// sandbox must never be able to change the firewall.
-		if !slices.ContainsFunc(hc.CapDrop, func(c string) bool { return capName(c) == "NET_ADMIN" || capName(c) == "ALL" }) {
-			hc.CapDrop = append(slices.Clone(hc.CapDrop), "NET_ADMIN")
-		}
+		// The sidecar owns the network and publishes the ports. The
+		// sandbox must never change the firewall (NET_ADMIN) nor get past
+		// it: NET_RAW allows SO_MARK (the sidecar's bypass mark, since
+		// Linux 5.17) and packet sockets that skip the IP hooks.
+		hc.CapDrop = withDropped(hc.CapDrop, "NET_ADMIN", "NET_RAW")
 	} else if r.opts.NetworkMode == networkBridge {
 		cfg.ExposedPorts = nat.PortSet{execdPortKey: {}, httpPortKey: {}}
 		hc.PortBindings = nat.PortMap{
@@ -235,6 +240,21 @@ func (r *Runtime) containerConfig(spec runtime.Spec, ref string, imgLabels map[s
 		hc.DeviceRequests = []container.DeviceRequest{{Count: res.GPUs, Capabilities: [][]string{{"gpu"}}}}
 	}
 	return cfg, hc, nil
+}
+
+// withDropped returns drop plus the capabilities in must it lacks (none
+// when it drops ALL).
+func withDropped(drop []string, must ...string) []string {
+	if slices.ContainsFunc(drop, func(c string) bool { return capName(c) == "ALL" }) {
+		return drop
+	}
+	out := slices.Clone(drop)
+	for _, m := range must {
+		if !slices.ContainsFunc(drop, func(c string) bool { return capName(c) == m }) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // capName normalises a capability name as the engine does ("cap_net_admin"

@@ -104,7 +104,8 @@ func (r *Runtime) Inspect(ctx context.Context, id string) ([]byte, error) {
 
 const redacted = "<redacted>"
 
-// redactInspect hides the execd token in the label and the environment.
+// redactInspect hides the execd and egress tokens in the labels and the
+// execd token in the environment.
 func redactInspect(raw []byte) ([]byte, error) {
 	var doc map[string]any
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -114,8 +115,10 @@ func redactInspect(raw []byte) ([]byte, error) {
 	}
 	if cfg, ok := doc["Config"].(map[string]any); ok {
 		if labels, ok := cfg["Labels"].(map[string]any); ok {
-			if _, ok := labels[labelExecdToken]; ok {
-				labels[labelExecdToken] = redacted
+			for _, k := range []string{labelExecdToken, labelEgressToken} {
+				if _, ok := labels[k]; ok {
+					labels[k] = redacted
+				}
 			}
 		}
 		if env, ok := cfg["Env"].([]any); ok {

@@ -360,3 +360,13 @@ func (r *Runtime) removeOrphanSidecars(ctx context.Context) {
 		r.log.InfoContext(ctx, "removed orphan egress sidecar", "sandbox", id)
 	}
 }
+
+// kernelNetworking reports whether containers of the OCI runtime send their
+// packets through the host kernel's stack (so nftables applies).
+func kernelNetworking(ociRuntime string) bool {
+	switch ociRuntime {
+	case "", "runc", "crun", "io.containerd.runc.v2":
+		return true
+	}
+	return false
+}

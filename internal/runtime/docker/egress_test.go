@@ -50,7 +50,8 @@ func egressBinary(t *testing.T) string {
 // NET_ADMIN, is reached through the sidecar's ports, reports Failed once
 // the sidecar is gone, and Delete removes both.
 func TestEgressSidecar(t *testing.T) {
-	r := newTestRuntime(t, func(o *Options) { o.EgressPath = egressBinary(t) })
+	// An operator drop list without NET_RAW must not leave it to the sandbox.
+	r := newTestRuntime(t, func(o *Options) { o.EgressPath = egressBinary(t); o.DropCapabilities = []string{"SYS_ADMIN"} })
 	spec := baseSpec(t)
 	t.Cleanup(func() { exec.Command("docker", "rm", "-f", sidecarName(spec.ID)).Run() })
 	spec.Egress = &runtime.Egress{Policy: []byte(`{"defaultAction":"deny"}`), Token: "egress-tok"}
@@ -77,8 +78,10 @@ func TestEgressSidecar(t *testing.T) {
 		}
 		return out
 	}
-	if !slices.Contains(caps(c.HostConfig.CapDrop), "NET_ADMIN") || slices.Contains(caps(c.HostConfig.CapAdd), "NET_ADMIN") {
-		t.Errorf("sandbox caps: drop %v add %v; NET_ADMIN must be dropped", c.HostConfig.CapDrop, c.HostConfig.CapAdd)
+	for _, must := range []string{"NET_ADMIN", "NET_RAW"} {
+		if !slices.Contains(caps(c.HostConfig.CapDrop), must) || slices.Contains(caps(c.HostConfig.CapAdd), must) {
+			t.Errorf("sandbox caps: drop %v add %v; %s must be dropped", c.HostConfig.CapDrop, c.HostConfig.CapAdd, must)
+		}
 	}
 	if !slices.Equal(caps(sc.HostConfig.CapAdd), []string{"NET_ADMIN"}) || !slices.Contains(caps(sc.HostConfig.CapDrop), "ALL") {
 		t.Errorf("sidecar caps: drop %v add %v; want ALL dropped and only NET_ADMIN", sc.HostConfig.CapDrop, sc.HostConfig.CapAdd)
@@ -137,6 +140,9 @@ func TestEgressNeedsBinaryAndBridge(t *testing.T) {
 	spec.Egress = &runtime.Egress{Policy: []byte(`{}`), Token: "t"}
 	if _, err := r.Create(testCtx(t), spec); err == nil || !strings.Contains(err.Error(), "egress") {
 		t.Fatalf("Create without an egress binary: %v", err)
+	}
+	if !kernelNetworking("runc") || kernelNetworking("runsc") || kernelNetworking("kata-runtime") {
+		t.Fatal("kernelNetworking misclassifies runtimes")
 	}
 	h := newTestRuntime(t, func(o *Options) { o.NetworkMode = networkHost; o.EgressPath = egressBinary(t) })
 	spec = baseSpec(t)

@@ -105,7 +105,7 @@ func TestTailBuffer(t *testing.T) {
 }
 
 func TestRedactInspect(t *testing.T) {
-	raw := `{"Id":"c","Config":{"Env":["A=1","EXECD_ACCESS_TOKEN=secret"],"Labels":{"opensandbox.io/execd-token":"secret","x":"y"}},"HostConfig":{"Memory":1234567890123}}`
+	raw := `{"Id":"c","Config":{"Env":["A=1","EXECD_ACCESS_TOKEN=secret"],"Labels":{"opensandbox.io/execd-token":"secret","opensandbox.io/egress-auth-token":"secret","x":"y"}},"HostConfig":{"Memory":1234567890123}}`
 	out, err := redactInspect([]byte(raw))
 	if err != nil {
 		t.Fatal(err)
