@@ -63,6 +63,11 @@ upstream_ca_file = %q
 		if ep.Headers[sandbox.EgressAuthHeader] == "" {
 			t.Fatalf("endpoint 18080 = %+v; want the %s header", ep, sandbox.EgressAuthHeader)
 		}
+		// The sidecar is reached on its own port, never through execd (a
+		// process inside the sandbox) with its token.
+		if strings.Contains(ep.Endpoint, "/proxy/") || ep.Headers[sandbox.AccessTokenHeader] != "" {
+			t.Fatalf("endpoint 18080 = %+v; want the sidecar's own published port", ep)
+		}
 		st, err := sb.Egress().GetPolicy(ctx)
 		if err != nil {
 			t.Fatalf("GetPolicy: %v", err)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -192,7 +193,11 @@ func Run(ctx context.Context, cfg Config) error {
 		Store:         vstore,
 		Ready:         proxyReady.Load,
 		CheckBindings: func(bs []vault.CredentialBinding) error { return checkBindings(store.Current(), bs) },
-		Logger:        log.With("component", "vault"),
+		// The host reaches the API over the bridge (the published port):
+		// host-local, like loopback, and the only other source api_guard
+		// lets in.
+		TrustedPeer: func(a netip.Addr) bool { return slices.Contains(apiAllow, a) },
+		Logger:      log.With("component", "vault"),
 	})
 	a, err := api.New(api.Config{
 		Store:           store,

@@ -23,6 +23,10 @@ type HandlerConfig struct {
 	// policy before a write is applied; an error answers 400 with its text.
 	// The text must not contain secret values (bindings carry none).
 	CheckBindings func([]CredentialBinding) error
+	// TrustedPeer, when set, names further peers whose plain-TCP writes
+	// are accepted besides loopback: hosts on a link that never leaves the
+	// machine (the host's address on the sandbox's bridge).
+	TrustedPeer func(netip.Addr) bool
 	// Logger receives one line per failed write, without bodies. Nil
 	// discards.
 	Logger *slog.Logger
@@ -66,9 +70,9 @@ type handler struct {
 // a non-loopback peer, where the secret would cross the network in clear.
 var errUpgradeRequired = errors.New("credential vault writes require TLS or loopback transport")
 
-// secureTransport reports whether r arrived over TLS or from a loopback
-// address.
-func secureTransport(r *http.Request) bool {
+// secureTransport reports whether r arrived over TLS, from a loopback
+// address or from a trusted peer.
+func (h *handler) secureTransport(r *http.Request) bool {
 	if r.TLS != nil {
 		return true
 	}
@@ -77,13 +81,17 @@ func secureTransport(r *http.Request) bool {
 		host = r.RemoteAddr
 	}
 	a, err := netip.ParseAddr(host)
-	return err == nil && a.Unmap().IsLoopback()
+	if err != nil {
+		return false
+	}
+	a = a.Unmap()
+	return a.IsLoopback() || (h.cfg.TrustedPeer != nil && h.cfg.TrustedPeer(a))
 }
 
 // write wraps a mutating route with the transport rule and a body cap.
 func (h *handler) write(fn http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !secureTransport(r) {
+		if !h.secureTransport(r) {
 			http.Error(w, errUpgradeRequired.Error(), http.StatusUpgradeRequired)
 			return
 		}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -90,12 +91,15 @@ func TestHandler(t *testing.T) {
 
 func TestHandlerWritesNeedSecureTransport(t *testing.T) {
 	spec := openapitest.Load(t, egressDoc)
-	h := Handler(HandlerConfig{Store: NewStore()})
+	gateway := netip.MustParseAddr("172.17.0.1")
+	h := Handler(HandlerConfig{Store: NewStore(), TrustedPeer: func(a netip.Addr) bool { return a == gateway }})
 	tests := []struct {
 		method, remote string
 		tls            bool
 		want           int
 	}{
+		{"POST", "172.17.0.1:40000", false, http.StatusCreated}, // the trusted peer
+		{"POST", "172.17.0.9:40000", false, http.StatusUpgradeRequired},
 		{"POST", "203.0.113.5:40000", false, http.StatusUpgradeRequired},
 		{"PATCH", "10.0.0.2:40000", false, http.StatusUpgradeRequired},
 		{"DELETE", "[2001:db8::1]:40000", false, http.StatusUpgradeRequired},

@@ -46,15 +46,9 @@ func (r *Runtime) useSidecarPorts(ctx context.Context, id string, c *container.I
 	if c.HostConfig == nil || !c.HostConfig.NetworkMode.IsContainer() {
 		return nil
 	}
-	sc, err := r.cli.ContainerInspect(ctx, sidecarName(id))
+	sc, err := r.liveSidecar(ctx, id, *c)
 	if err != nil {
-		if classOf(err) == runtime.ErrNotFound {
-			return fmt.Errorf("docker: sandbox %s: %w: %w", id, errSidecarDown, runtime.ErrConflict)
-		}
-		return engineErr(err, "docker: sandbox %s: inspect egress sidecar", id)
-	}
-	if sc.State == nil || !sc.State.Running {
-		return fmt.Errorf("docker: sandbox %s: %w: %w", id, errSidecarDown, runtime.ErrConflict)
+		return err
 	}
 	c.NetworkSettings = sc.NetworkSettings
 	return nil
@@ -70,6 +64,16 @@ func (r *Runtime) addressOf(c container.InspectResponse, id string, port int) (r
 		p, err := strconv.Atoi(newLabelView(c.Config.Labels).str(labelExecdPort))
 		if err != nil || p <= 0 {
 			return runtime.Address{}, fmt.Errorf("docker: sandbox %s: host-network container has no valid %s label: %w", id, labelExecdPort, runtime.ErrUnavailable)
+		}
+		return runtime.Address{Host: host, Port: p}, nil
+	}
+	if port == sandbox.EgressPort && c.HostConfig != nil && c.HostConfig.NetworkMode.IsContainer() {
+		// The sidecar's API is reached on its own published port, never
+		// through execd: its token and vault secrets must not pass through
+		// a process the sandbox could replace.
+		p, err := publishedPort(c, egressPortKey)
+		if err != nil {
+			return runtime.Address{}, fmt.Errorf("docker: sandbox %s: %w", id, err)
 		}
 		return runtime.Address{Host: host, Port: p}, nil
 	}

@@ -318,19 +318,24 @@ func (r *Runtime) removeSidecar(ctx context.Context, id string) error {
 	return nil
 }
 
-// sidecarDown reports, for a sandbox with an egress sidecar, whether the
-// sidecar is gone or stopped: the sandbox then has no network at all (the
-// engine removed the namespace's interfaces with the sidecar), so it is
-// reported Failed rather than Running.
-func (r *Runtime) sidecarDown(ctx context.Context, id string) (bool, error) {
-	c, err := r.cli.ContainerInspect(ctx, sidecarName(id))
+// liveSidecar returns the inspected sidecar of sandbox c, or an error
+// wrapping errSidecarDown and runtime.ErrConflict when it is gone, stopped
+// or was restarted after the sandbox started (a restarted sidecar has a new
+// network namespace; the sandbox is left in the old one, with loopback
+// only). Such a sandbox has no network at all and is reported Failed.
+func (r *Runtime) liveSidecar(ctx context.Context, id string, c container.InspectResponse) (container.InspectResponse, error) {
+	sc, err := r.cli.ContainerInspect(ctx, sidecarName(id))
 	if err != nil {
 		if classOf(err) == runtime.ErrNotFound {
-			return true, nil
+			return sc, fmt.Errorf("docker: sandbox %s: %w: %w", id, errSidecarDown, runtime.ErrConflict)
 		}
-		return false, engineErr(err, "docker: sandbox %s: inspect egress sidecar", id)
+		return sc, engineErr(err, "docker: sandbox %s: inspect egress sidecar", id)
 	}
-	return c.State == nil || !c.State.Running, nil
+	if sc.State == nil || !sc.State.Running ||
+		(c.State != nil && engineTime(sc.State.StartedAt).After(engineTime(c.State.StartedAt))) {
+		return sc, fmt.Errorf("docker: sandbox %s: %w: %w", id, errSidecarDown, runtime.ErrConflict)
+	}
+	return sc, nil
 }
 
 var errSidecarDown = errors.New("the egress sidecar is not running; the sandbox has no network")

@@ -90,9 +90,18 @@ func TestEgressSidecar(t *testing.T) {
 	if res := run(t, r, spec.ID, spec.ExecdToken, "echo hi"); res.exit != "0" || !slices.Equal(res.stdout, []string{"hi"}) {
 		t.Fatalf("command behind the sidecar = %+v", res)
 	}
+	// The sidecar's API is its own published port, never execd's /proxy.
 	a, err := r.Address(ctx, spec.ID, sandbox.EgressPort)
-	if err != nil || a.PathPrefix != "/proxy/18080" {
+	if err != nil || a.PathPrefix != "" || a.Port == 0 {
 		t.Fatalf("Address(18080) = %+v, %v", a, err)
+	}
+	resp, err := testHTTP.Get(urlOf(a, "/healthz"))
+	if err != nil {
+		t.Fatalf("sidecar /healthz through its published port: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("sidecar /healthz = %d", resp.StatusCode)
 	}
 	// The sidecar is not a sandbox.
 	all, err := r.List(ctx)
@@ -109,6 +118,14 @@ func TestEgressSidecar(t *testing.T) {
 		t.Fatalf("List has the sandbox %d times", n)
 	}
 
+	// A restarted sidecar has a new namespace; the sandbox stays in the
+	// old one, with loopback only.
+	if err := env.cli.ContainerRestart(ctx, sc.ID, container.StopOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.Get(ctx, spec.ID); err != nil || got.State != sandbox.StateFailed {
+		t.Fatalf("Get after a sidecar restart = %+v, %v; want Failed", got, err)
+	}
 	if err := env.cli.ContainerKill(ctx, sc.ID, "KILL"); err != nil {
 		t.Fatal(err)
 	}

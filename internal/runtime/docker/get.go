@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -41,12 +42,10 @@ func (r *Runtime) Get(ctx context.Context, id string) (runtime.Sandbox, error) {
 	}
 	sb := sandboxFromInspect(c)
 	if sb.EgressToken != "" && sb.State == sandbox.StateRunning {
-		down, err := r.sidecarDown(ctx, id)
-		if err != nil {
-			return runtime.Sandbox{}, err
-		}
-		if down {
+		if _, err := r.liveSidecar(ctx, id, c); errors.Is(err, errSidecarDown) {
 			markSidecarDown(&sb)
+		} else if err != nil {
+			return runtime.Sandbox{}, err
 		}
 	}
 	return sb, nil
