@@ -171,6 +171,9 @@ func TestEgressSidecarNetns(t *testing.T) {
 		var st sandbox.PolicyStatus
 		api.do(t, "PATCH", "/policy", `[{"action":"allow","target":"denied.test"}]`, 200, &st)
 		mustResolve(t, "denied.test", w2)
+		// What ok.wild.test resolved to before the patch stays reachable
+		// without asking DNS again (clients cache answers).
+		n.mustConnect(t, w3, port)
 		b, err := os.ReadFile(filepath.Join(dir, "policy.json"))
 		if err != nil || !strings.Contains(string(b), "denied.test") {
 			t.Fatalf("policy file after patch: %q, %v", b, err)

@@ -3,6 +3,7 @@ package nft
 import (
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
@@ -62,7 +63,13 @@ func build(c *nftables.Conn, t *nftables.Table, r Rules, guard bool) error {
 			return err
 		}
 		dyn := &nftables.Set{Table: t, Name: fam.dyn, KeyType: fam.key, HasTimeout: true}
-		if err := c.AddSet(dyn, nil); err != nil {
+		var carried []nftables.SetElement
+		for _, e := range r.Dynamic {
+			if a := e.Addr.Unmap(); a.IsValid() && a.Is4() == fam.isV4 && e.Timeout >= time.Second {
+				carried = append(carried, nftables.SetElement{Key: a.AsSlice(), Timeout: e.Timeout.Truncate(time.Second)})
+			}
+		}
+		if err := c.AddSet(dyn, carried); err != nil {
 			return fmt.Errorf("add set %s: %w", fam.dyn, err)
 		}
 		var doh *nftables.Set

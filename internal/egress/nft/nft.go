@@ -110,6 +110,16 @@ type Rules struct {
 	// address on the bridge), never from other containers.
 	APIPort      uint16
 	APIAllowFrom []netip.Addr
+	// Dynamic are put into the new table's dynamic allow sets in the same
+	// batch (addresses learned from DNS that stay allowed, with what is
+	// left of their timeouts), so a policy change does not cut them off.
+	Dynamic []DynamicEntry
+}
+
+// DynamicEntry is one address of the dynamic allow sets.
+type DynamicEntry struct {
+	Addr    netip.Addr
+	Timeout time.Duration
 }
 
 // Firewall programs the opensandbox table in one network namespace. It is
@@ -187,8 +197,9 @@ func table() *nftables.Table {
 }
 
 // Apply replaces the whole table with one built from r, in a single
-// netlink batch: the kernel applies all of it or none of it. Dynamic
-// allow entries are dropped with the old table.
+// netlink batch: the kernel applies all of it or none of it. The dynamic
+// allow sets hold r.Dynamic afterwards; other entries go with the old
+// table.
 func (f *Firewall) Apply(ctx context.Context, r Rules) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("nft: apply: %w", err)

@@ -512,3 +512,32 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// TestApplyCarriesDynamic checks that entries handed to Apply survive the
+// table replacement with their timeouts.
+func TestApplyCarriesDynamic(t *testing.T) {
+	tn := setupNet(t)
+	ctx := context.Background()
+	f := newFirewall(t, tn)
+	t.Cleanup(func() { _ = f.Remove(ctx) })
+	if err := f.Apply(ctx, Rules{DefaultDeny: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.AllowDynamic(ctx, []netip.Addr{tn.world4}, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	tn.mustConnect(t, tn.world4, tn.httpPort)
+	// A new policy without carrying: the learned address is gone.
+	if err := f.Apply(ctx, Rules{DefaultDeny: true}); err != nil {
+		t.Fatal(err)
+	}
+	tn.mustBeDropped(t, tn.world4, tn.httpPort)
+	// Carried: still reachable, with the timeout given.
+	if err := f.Apply(ctx, Rules{DefaultDeny: true, Dynamic: []DynamicEntry{{Addr: tn.world4, Timeout: 90 * time.Second}}}); err != nil {
+		t.Fatal(err)
+	}
+	tn.mustConnect(t, tn.world4, tn.httpPort)
+	if elems := setElements(t, tn, SetDyn4); len(elems) != 1 || elems[0].Timeout != 90*time.Second {
+		t.Fatalf("dyn_allow_v4 = %+v; want one element with timeout 90s", elems)
+	}
+}

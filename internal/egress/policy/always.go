@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -37,6 +38,18 @@ func DefaultAlwaysFiles() AlwaysFiles {
 type Always struct {
 	denyRules, allowRules []Rule
 	deny, allow           matcher
+}
+
+// Equal reports whether a and b hold the same rules (nil is empty).
+func (a *Always) Equal(b *Always) bool {
+	var ad, aa, bd, ba []Rule
+	if a != nil {
+		ad, aa = a.denyRules, a.allowRules
+	}
+	if b != nil {
+		bd, ba = b.denyRules, b.allowRules
+	}
+	return slices.Equal(ad, bd) && slices.Equal(aa, ba)
 }
 
 // Deny returns the always-deny rules in file order.

@@ -78,8 +78,9 @@ func (s *Store) Update(ctx context.Context, change func(cur *Policy) (*Policy, e
 	return s.swapLocked(ctx, next.WithAlways(s.always), apply)
 }
 
-// Reload re-reads the always-rule files and re-applies the current user
-// policy with them. On error the previous rules stay in force.
+// Reload re-reads the always-rule files and, when they changed, re-applies
+// the current user policy with them. On error the previous rules stay in
+// force.
 func (s *Store) Reload(ctx context.Context, apply ApplyFunc) error {
 	always, err := LoadAlways(s.files)
 	if err != nil {
@@ -87,6 +88,9 @@ func (s *Store) Reload(ctx context.Context, apply ApplyFunc) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if always.Equal(s.always) {
+		return nil
+	}
 	if _, err := s.swapLocked(ctx, s.cur.Load().WithAlways(always), apply); err != nil {
 		return err
 	}

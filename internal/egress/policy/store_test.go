@@ -209,6 +209,16 @@ func TestStoreReload(t *testing.T) {
 			s.Current().Decide("evil.com"), s.Current().Decide("x.com"), notified)
 	}
 
+	// Unchanged files apply nothing: the firewall (and what it learned from
+	// DNS) is left alone.
+	writeFile(t, files.Deny, "# same rule\nevil.com\n")
+	if err := s.Reload(ctx, func(context.Context, *Policy) error { t.Error("unchanged Reload applied"); return nil }); err != nil {
+		t.Fatalf("Reload unchanged: %v", err)
+	}
+	if notified != 1 {
+		t.Errorf("unchanged Reload notified subscribers (%d)", notified)
+	}
+
 	// A bad file keeps the rules in force.
 	writeFile(t, files.Deny, "evil.com\nnot valid!\n")
 	if err := s.Reload(ctx, nil); err == nil {

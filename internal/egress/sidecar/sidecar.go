@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -102,9 +103,19 @@ func Run(ctx context.Context, cfg Config) error {
 	// The resolvers are not allow-listed: only the DNS proxy talks to them,
 	// with the bypass mark. The sandbox's own port-53 traffic is redirected
 	// to the proxy whatever address it names.
+	// fwMu orders DNS-learned additions with table rebuilds, so an address
+	// handed to a client is never lost to a rebuild that missed it.
+	var fwMu sync.Mutex
+	learnt := newLearned()
 	apply := func(ctx context.Context, p *policy.Policy) error {
-		return fw.Apply(ctx, firewallRules(p, fwOptions{mode: cfg.Mode, dnsPort: dnsPort, tlsPort: tlsPort,
-			blockDoH: cfg.BlockDoH, dohList: cfg.DoHBlocklist, apiPort: apiPort, apiAllow: apiAllow}))
+		fwMu.Lock()
+		defer fwMu.Unlock()
+		rules := firewallRules(p, fwOptions{mode: cfg.Mode, dnsPort: dnsPort, tlsPort: tlsPort,
+			blockDoH: cfg.BlockDoH, dohList: cfg.DoHBlocklist, apiPort: apiPort, apiAllow: apiAllow})
+		if cfg.Mode == sandbox.EgressEnforcementDNSNft {
+			rules.Dynamic = learnt.keep(p)
+		}
+		return fw.Apply(ctx, rules)
 	}
 	if err := apply(ctx, store.Current()); err != nil {
 		return fmt.Errorf("egress: program firewall: %w", err)
@@ -131,7 +142,10 @@ func Run(ctx context.Context, cfg Config) error {
 
 	var onAllowed dnsproxy.AllowedFunc
 	if cfg.Mode == sandbox.EgressEnforcementDNSNft {
-		onAllowed = func(ctx context.Context, _ string, ips []netip.Addr, ttl time.Duration) error {
+		onAllowed = func(ctx context.Context, name string, ips []netip.Addr, ttl time.Duration) error {
+			fwMu.Lock()
+			defer fwMu.Unlock()
+			learnt.add(name, ips, nft.DynamicTimeout(ttl))
 			return fw.AllowDynamic(ctx, ips, ttl)
 		}
 	}
