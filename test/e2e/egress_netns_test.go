@@ -13,6 +13,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,7 @@ func TestEgressSidecarNetns(t *testing.T) {
 		"blocked.wild.test": w3,
 		"wild.test":         w3,
 		"denied.test":       w2,
+		"hook.test":         w4, // the deny webhook, by name: the policy does not allow it
 	}
 	world := startEgressWorld(t, w2, "53", "443", zone, n.listen(n.World))
 	port := n.serveHTTP(t, w3, w4, w5)
@@ -82,7 +84,7 @@ func TestEgressSidecarNetns(t *testing.T) {
 		"OPENSANDBOX_EGRESS_UPSTREAM_CA_FILE":      world.caFile,
 		"OPENSANDBOX_EGRESS_POLICY_FILE":           filepath.Join(dir, "policy.json"),
 		"OPENSANDBOX_EGRESS_SANDBOX_ID":            "netns-sandbox",
-		"OPENSANDBOX_EGRESS_DENY_WEBHOOK":          "http://" + hookLn.Addr().String() + "/deny",
+		"OPENSANDBOX_EGRESS_DENY_WEBHOOK":          "http://hook.test:" + strconv.Itoa(hookLn.Addr().(*net.TCPAddr).Port) + "/deny",
 	})
 	api := n.sidecarClient(t, token)
 
@@ -126,8 +128,8 @@ func TestEgressSidecarNetns(t *testing.T) {
 		for len(want) > 0 {
 			select {
 			case ev := <-denials:
-				if ev["hostname"] == "nowhere.test" {
-					t.Fatalf("a name in log_skip.always was reported: %v", ev)
+				if ev["hostname"] == "nowhere.test" || ev["hostname"] == "hook.test" {
+					t.Fatalf("reported %v: a log_skip.always name, or the webhook's own lookup", ev)
 				}
 				if ev["sandboxId"] != "netns-sandbox" || ev["source"] != "dns" || ev["timestamp"] == "" {
 					t.Fatalf("webhook event = %v", ev)

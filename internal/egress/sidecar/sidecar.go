@@ -129,9 +129,17 @@ func Run(ctx context.Context, cfg Config) error {
 		persist.save(store.Current())
 	}
 
+	// The webhook is the sidecar's own traffic: its connections and its
+	// name lookups (straight to the upstream resolver) carry the bypass
+	// mark, so the sandbox's policy and the DNS redirect do not apply.
+	ownResolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		d := net.Dialer{Timeout: cfg.DNSTimeout, Control: sockmark.Control(nft.BypassMark)}
+		return d.DialContext(ctx, network, withDNSPort(upstreams[0]))
+	}}
 	deny := newDenyReporter(cfg.SandboxID, cfg.DenyWebhook, &http.Client{Transport: &http.Transport{
-		Proxy:       nil,
-		DialContext: (&net.Dialer{Timeout: webhookTimeout, Control: sockmark.Control(nft.BypassMark)}).DialContext,
+		Proxy: nil,
+		DialContext: (&net.Dialer{Timeout: webhookTimeout, Control: sockmark.Control(nft.BypassMark),
+			Resolver: ownResolver}).DialContext,
 	}}, log.With("component", "deny"))
 	if err := deny.loadSkip(cfg.LogSkip); err != nil {
 		log.Warn("cannot read the log_skip.always file; every denial is reported", "err", err)
@@ -348,6 +356,14 @@ func checkBindings(p *policy.Policy, bs []vault.CredentialBinding) error {
 
 // interceptedTLSPort is the destination port redirected to the proxy.
 const interceptedTLSPort = 443
+
+// withDNSPort adds port 53 to an upstream given as a bare IP.
+func withDNSPort(upstream string) string {
+	if a, err := netip.ParseAddr(upstream); err == nil {
+		return netip.AddrPortFrom(a, 53).String()
+	}
+	return upstream
+}
 
 func portOf(addr string) (uint16, error) {
 	_, ps, err := net.SplitHostPort(addr)

@@ -67,3 +67,11 @@ func TestDefaultGateways(t *testing.T) {
 		t.Fatalf("gateways = %v, %v; want [172.17.0.1]", got, err)
 	}
 }
+
+func TestWithDNSPort(t *testing.T) {
+	for in, want := range map[string]string{"10.0.0.2": "10.0.0.2:53", "10.0.0.2:5353": "10.0.0.2:5353", "fd00::1": "[fd00::1]:53", "[fd00::1]:54": "[fd00::1]:54"} {
+		if got := withDNSPort(in); got != want {
+			t.Errorf("withDNSPort(%q) = %q; want %q", in, got, want)
+		}
+	}
+}
