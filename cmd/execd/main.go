@@ -152,6 +152,9 @@ func installEgressCA(logger *slog.Logger) {
 	for k, v := range res.Env {
 		os.Setenv(k, v)
 	}
+	for _, err := range res.Errors {
+		logger.Warn("a CA bundle of the image does not trust the egress CA", "err", err)
+	}
 	logger.Info("egress CA trusted", "bundles", res.Updated)
 }
 

@@ -136,18 +136,11 @@ func findExecd(configured string) (string, error) {
 	if configured != "" {
 		return filepath.Abs(configured)
 	}
-	exe, err := os.Executable()
-	if err == nil {
-		p := filepath.Join(filepath.Dir(exe), "execd")
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("execd"); err == nil {
-		return filepath.Abs(p)
+	if p := findBeside("execd"); p != "" {
+		return p, nil
 	}
 	where := "this executable"
-	if exe != "" {
+	if exe, err := os.Executable(); err == nil {
 		where = filepath.Dir(exe)
 	}
 	return "", fmt.Errorf("execd binary not found in %s or in PATH: build it (make execd) and put it there, or set execd_path in the [runtime] table", where)

@@ -441,6 +441,11 @@ func TestEgressSidecarNetnsDNSMode(t *testing.T) {
 		t.Fatalf("no.test: %v; want NXDOMAIN", err)
 	}
 	n.mustConnect(t, w4, port) // IP rules are not enforced in dns mode
+	var st sandbox.PolicyStatus
+	n.sidecarClient(t, "").do(t, "GET", "/policy", "", 200, &st)
+	if st.EnforcementMode != "dns" || !strings.Contains(st.Reason, "not enforced") {
+		t.Fatalf("policy status in dns mode with an IP rule = %+v; want a reason saying IP rules are not enforced", st)
+	}
 	n.mustBeDropped(t, w4, "853")
 	sc.kill()
 	n.mustBeDropped(t, w4, port)

@@ -47,11 +47,12 @@ type denyReporter struct {
 	log       *slog.Logger
 	now       func() time.Time
 
-	skip    atomic.Pointer[policy.Policy] // names not reported; nil = none
-	mu      sync.Mutex
-	seen    map[string]time.Time
-	queue   chan DenyEvent
-	dropped atomic.Int64
+	skip       atomic.Pointer[policy.Policy] // names not reported; nil = none
+	mu         sync.Mutex
+	seen       map[string]time.Time
+	queue      chan DenyEvent
+	dropped    atomic.Int64 // events the full queue refused
+	suppressed atomic.Int64 // denials not reported over the name limit
 }
 
 func newDenyReporter(sandboxID, webhook string, client *http.Client, log *slog.Logger) *denyReporter {
@@ -77,6 +78,15 @@ func (d *denyReporter) denied(host string) {
 			if now.Sub(t) >= denyQuiet {
 				delete(d.seen, h)
 			}
+		}
+		if len(d.seen) >= denySeenCapacity {
+			// A flood of distinct names: report none of the excess rather
+			// than let memory, the log or the webhook grow without bound.
+			d.mu.Unlock()
+			if d.suppressed.Add(1) == 1 {
+				d.log.Warn("too many distinct denied names; not reporting more for a while", "limit", denySeenCapacity)
+			}
+			return
 		}
 	}
 	d.seen[host] = now

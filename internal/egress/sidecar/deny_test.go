@@ -3,6 +3,7 @@ package sidecar
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -89,6 +90,16 @@ func TestDenyReporterNeverBlocks(t *testing.T) {
 	}
 	if d.dropped.Load() == 0 {
 		t.Fatal("no event counted as dropped")
+	}
+}
+
+func TestDenyReporterBoundsDistinctNames(t *testing.T) {
+	d := newDenyReporter("sb", "", http.DefaultClient, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for i := range denySeenCapacity + 100 {
+		d.denied(fmt.Sprintf("n%d.test", i))
+	}
+	if len(d.seen) > denySeenCapacity || d.suppressed.Load() != 100 {
+		t.Fatalf("seen %d names, suppressed %d; want at most %d and 100", len(d.seen), d.suppressed.Load(), denySeenCapacity)
 	}
 }
 

@@ -226,8 +226,14 @@ func Run(ctx context.Context, cfg Config) error {
 		Options:         opts,
 		Token:           cfg.Token,
 		EnforcementMode: cfg.Mode,
-		Apply:           apply,
-		Vault:           vh,
+		Reason: func() string {
+			if cfg.Mode == sandbox.EgressEnforcementDNS && hasAddressRules(store.Current()) {
+				return "enforcement mode dns filters names only: the IP and CIDR rules are not enforced (use dns+nft)"
+			}
+			return ""
+		},
+		Apply: apply,
+		Vault: vh,
 		Ready: func(ctx context.Context) error {
 			select {
 			case <-dns.Ready():
@@ -356,6 +362,16 @@ func checkBindings(p *policy.Policy, bs []vault.CredentialBinding) error {
 
 // interceptedTLSPort is the destination port redirected to the proxy.
 const interceptedTLSPort = 443
+
+// hasAddressRules reports whether p has IP or CIDR rules.
+func hasAddressRules(p *policy.Policy) bool {
+	for _, r := range p.Rules() {
+		if r.Kind == policy.KindIP || r.Kind == policy.KindCIDR {
+			return true
+		}
+	}
+	return false
+}
 
 // withDNSPort adds port 53 to an upstream given as a bare IP.
 func withDNSPort(upstream string) string {

@@ -39,6 +39,9 @@ type Result struct {
 	Updated []string
 	// Env are the variables to add to the environment of every process.
 	Env map[string]string
+	// Errors are the bundles that exist but could not be updated; clients
+	// reading only those will not trust the CA.
+	Errors []error
 }
 
 // Install adds the certificates of caFile to the bundles (SystemBundles
@@ -89,6 +92,7 @@ func Install(caFile string, bundles []string, tmpDir string, getenv func(string)
 		}
 		res.Updated = append(res.Updated, b)
 	}
+	res.Errors = errs
 	target := ""
 	if len(res.Updated) > 0 {
 		target = res.Updated[0]

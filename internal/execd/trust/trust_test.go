@@ -82,6 +82,9 @@ func TestInstallFallbackWhenNothingWritable(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Install: %v", err)
 	}
+	if len(res.Errors) != 1 {
+		t.Fatalf("errors = %v; want the unwritable bundle reported", res.Errors)
+	}
 	fb := res.Env["SSL_CERT_FILE"]
 	if filepath.Dir(fb) != dir {
 		t.Fatalf("SSL_CERT_FILE = %q; want a fallback bundle in %s", fb, dir)

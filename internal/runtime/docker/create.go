@@ -189,9 +189,9 @@ func (r *Runtime) containerConfig(spec runtime.Spec, ref string, imgLabels map[s
 		env = append(env, execdTokenEnv+"="+spec.ExecdToken)
 	}
 	if spec.Egress != nil && spec.Egress.CredentialProxy {
-		// execd adds the CA to the image's trust stores at start; Node
-		// reads only its own list.
-		env = append(env, "OPENSANDBOX_EGRESS_CA_FILE="+egressCAInSandbox, "NODE_EXTRA_CA_CERTS="+egressCAInSandbox)
+		// execd adds the CA to the image's trust stores at start and
+		// exports the variables clients read (NODE_EXTRA_CA_CERTS, ...).
+		env = append(env, "OPENSANDBOX_EGRESS_CA_FILE="+egressCAInSandbox)
 	}
 
 	cfg := &container.Config{

@@ -60,7 +60,11 @@ func (r *Runtime) egressImage(ctx context.Context) (string, error) {
 	r.egressMu.Lock()
 	defer r.egressMu.Unlock()
 	if r.egressRef != "" {
-		return r.egressRef, nil
+		// Someone may have pruned it since (another server, an operator).
+		if _, err := r.cli.ImageInspect(ctx, r.egressRef); err == nil {
+			return r.egressRef, nil
+		}
+		r.egressRef = ""
 	}
 	if r.opts.EgressPath == "" {
 		return "", fmt.Errorf("docker: network policies need the egress sidecar, but neither an egress image nor the egress binary is configured: %w", runtime.ErrNotSupported)
