@@ -1,7 +1,8 @@
 // Package netnstest builds network namespaces for tests: a "sandbox"
 // namespace joined by a veth pair to a "world" namespace, with addresses
-// 10.250.N.1 (sandbox) and 10.250.N.2–5 (world) that exist only inside
-// them, and runs code inside either one. It is a test helper: import it
+// 10.250.N.1 and fd00:250:N::1 (sandbox) and 10.250.N.2–5 and
+// fd00:250:N::2–5 (world) that exist only inside them, and runs code
+// inside either one. It is a test helper: import it
 // only from _test.go files. Setting up needs root and the ip command.
 package netnstest
 
@@ -26,6 +27,7 @@ type Pair struct {
 	Sandbox, World         netns.NsHandle
 	SandboxName, WorldName string // names for `ip netns exec`
 	prefix                 string // "10.250.N."
+	prefix6                string // "fd00:250:N::"
 }
 
 // New creates the pair and removes it when the test ends. It skips the
@@ -41,7 +43,8 @@ func New(t testing.TB) *Pair {
 	var b [2]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
-	p := &Pair{SandboxName: "osbt-s-" + id, WorldName: "osbt-w-" + id, prefix: fmt.Sprintf("10.250.%d.", 1+int(b[0])%250)}
+	n := 1 + int(b[0])%250
+	p := &Pair{SandboxName: "osbt-s-" + id, WorldName: "osbt-w-" + id, prefix: fmt.Sprintf("10.250.%d.", n), prefix6: fmt.Sprintf("fd00:250:%x::", n)}
 	if out, err := exec.Command("ip", "netns", "add", p.SandboxName).CombinedOutput(); err != nil {
 		t.Skipf("cannot create a network namespace: %v: %s", err, out)
 	}
@@ -56,8 +59,10 @@ func New(t testing.TB) *Pair {
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", p.WorldName).Run() })
 	ip("link", "add", "vs"+id, "netns", p.SandboxName, "type", "veth", "peer", "name", "vw"+id, "netns", p.WorldName)
 	ip("-n", p.SandboxName, "addr", "add", p.IP(1).String()+"/24", "dev", "vs"+id)
+	ip("-n", p.SandboxName, "addr", "add", p.IP6(1).String()+"/64", "dev", "vs"+id, "nodad")
 	for i := 2; i <= 5; i++ {
 		ip("-n", p.WorldName, "addr", "add", p.IP(i).String()+"/24", "dev", "vw"+id)
+		ip("-n", p.WorldName, "addr", "add", p.IP6(i).String()+"/64", "dev", "vw"+id, "nodad")
 	}
 	for _, l := range [][2]string{{p.SandboxName, "lo"}, {p.SandboxName, "vs" + id}, {p.WorldName, "lo"}, {p.WorldName, "vw" + id}} {
 		ip("-n", l[0], "link", "set", l[1], "up")
@@ -76,6 +81,11 @@ func New(t testing.TB) *Pair {
 
 // IP is address i of the pair: 1 is the sandbox's, 2 to 5 the world's.
 func (p *Pair) IP(i int) netip.Addr { return netip.MustParseAddr(fmt.Sprintf("%s%d", p.prefix, i)) }
+
+// IP6 is IPv6 address i of the pair, numbered like IP.
+func (p *Pair) IP6(i int) netip.Addr {
+	return netip.MustParseAddr(fmt.Sprintf("%s%x", p.prefix6, i))
+}
 
 // InNS runs fn on an OS thread switched into ns. Sockets fn opens stay in
 // ns after it returns.

@@ -141,9 +141,10 @@ func TestEgressSidecarNetns(t *testing.T) {
 		}
 	})
 	t.Run("DNS to any other resolver reaches only the sidecar", func(t *testing.T) {
-		// Nothing serves DNS on w3 or w5: an answer can only come from the
-		// sidecar's proxy, over UDP and TCP alike.
-		for _, server := range []string{w3, w5} {
+		// Nothing serves DNS on w3, w5 or any IPv6 address: an answer can
+		// only come from the sidecar's proxy, over UDP and TCP, IPv4 and
+		// IPv6 alike.
+		for _, server := range []string{w3, w5, n.IP6(2).String()} {
 			for _, network := range []string{"udp", "tcp"} {
 				r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
 					return n.dial(n.Sandbox, network, net.JoinHostPort(server, "53"), 2*time.Second)

@@ -157,7 +157,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return fw.AllowDynamic(ctx, ips, ttl)
 		}
 	}
-	dns, err := dnsproxy.New(dnsproxy.Config{
+	dnsCfg := dnsproxy.Config{
 		Addr:      cfg.DNSAddr,
 		Upstreams: upstreams,
 		Timeout:   cfg.DNSTimeout,
@@ -166,12 +166,24 @@ func Run(ctx context.Context, cfg Config) error {
 		OnAllowed: onAllowed,
 		OnDenied:  deny.denied,
 		Logger:    log.With("component", "dns"),
-	})
+	}
+	dns, err := dnsproxy.New(dnsCfg)
 	if err != nil {
 		return fmt.Errorf("egress: DNS proxy: %w", err)
 	}
+	// IPv6 packets are redirected to ::1: listen there too when the
+	// namespace has IPv6 (else they would meet a closed port: closed, but
+	// broken).
+	ipv6 := ipv6Loopback()
+	var dns6 *dnsproxy.Proxy
+	if ipv6 && isIPv4Loopback(cfg.DNSAddr) {
+		dnsCfg.Addr = net.JoinHostPort("::1", strconv.Itoa(int(dnsPort)))
+		if dns6, err = dnsproxy.New(dnsCfg); err != nil {
+			return fmt.Errorf("egress: DNS proxy (IPv6): %w", err)
+		}
+	}
 
-	errc := make(chan error, 4)
+	errc := make(chan error, 8)
 	running := 0
 	start := func(name string, fn func() error) {
 		running++
@@ -187,6 +199,9 @@ func Run(ctx context.Context, cfg Config) error {
 		}()
 	}
 	start("DNS proxy", func() error { return dns.Start(ctx) })
+	if dns6 != nil {
+		start("DNS proxy (IPv6)", func() error { return dns6.Start(ctx) })
+	}
 
 	vstore := vault.NewStore()
 	var proxyReady atomic.Bool
@@ -208,6 +223,13 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("egress: credential proxy: %w", err)
 		}
 		start("credential proxy", func() error { return proxy.Serve(ctx, tlsLn) })
+		if ipv6 && isIPv4Loopback(cfg.TLSProxyAddr) {
+			ln6, err := net.Listen("tcp", net.JoinHostPort("::1", strconv.Itoa(int(tlsPort))))
+			if err != nil {
+				return fmt.Errorf("egress: credential proxy listener (IPv6): %w", err)
+			}
+			start("credential proxy (IPv6)", func() error { return proxy.Serve(ctx, ln6) })
+		}
 		proxyReady.Store(true)
 	}
 
@@ -235,12 +257,17 @@ func Run(ctx context.Context, cfg Config) error {
 		Apply: apply,
 		Vault: vh,
 		Ready: func(ctx context.Context) error {
-			select {
-			case <-dns.Ready():
-				return nil
-			default:
-				return errors.New("DNS proxy not ready")
+			for _, p := range []*dnsproxy.Proxy{dns, dns6} {
+				if p == nil {
+					continue
+				}
+				select {
+				case <-p.Ready():
+				default:
+					return errors.New("DNS proxy not ready")
+				}
 			}
+			return nil
 		},
 		Logger: log.With("component", "api"),
 	})
@@ -362,6 +389,27 @@ func checkBindings(p *policy.Policy, bs []vault.CredentialBinding) error {
 
 // interceptedTLSPort is the destination port redirected to the proxy.
 const interceptedTLSPort = 443
+
+// ipv6Loopback reports whether ::1 can be bound (IPv6 is on).
+func ipv6Loopback() bool {
+	pc, err := net.ListenPacket("udp", "[::1]:0")
+	if err != nil {
+		return false
+	}
+	pc.Close()
+	return true
+}
+
+// isIPv4Loopback reports whether addr (host:port) is on 127.0.0.0/8, the
+// address the nat redirect sends IPv4 to; ::1 then mirrors it.
+func isIPv4Loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Is4() && a.IsLoopback()
+}
 
 // hasAddressRules reports whether p has IP or CIDR rules.
 func hasAddressRules(p *policy.Policy) bool {
