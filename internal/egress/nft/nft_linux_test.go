@@ -39,15 +39,11 @@ func setupNet(t *testing.T) *testNet {
 	}
 
 	// HTTP on all world addresses, and a TCP listener on 853 (DoT).
-	var ln, dot net.Listener
-	inNS(t, tn.world, func() error {
-		var err error
-		if ln, err = net.Listen("tcp", "0.0.0.0:0"); err != nil {
-			return err
-		}
-		dot, err = net.Listen("tcp", "0.0.0.0:853")
-		return err
-	})
+	ln, err := netnstest.Listen(tn.world, "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acceptAndClose(t, tn.world, "0.0.0.0:853")
 	tn.httpPort = ln.Addr().(*net.TCPAddr).Port
 	srv := &http.Server{
 		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) }),
@@ -55,17 +51,29 @@ func setupNet(t *testing.T) *testNet {
 	}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
+	return tn
+}
+
+// acceptAndClose listens on addr inside ns and closes every connection it
+// accepts (a TCP peer that only needs to complete handshakes), until the
+// test ends.
+func acceptAndClose(t *testing.T, ns netns.NsHandle, addr string) net.Listener {
+	t.Helper()
+	ln, err := netnstest.Listen(ns, addr)
+	if err != nil {
+		t.Fatalf("listen %s: %v", addr, err)
+	}
+	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
-			c, err := dot.Accept()
+			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
 			c.Close()
 		}
 	}()
-	t.Cleanup(func() { dot.Close() })
-	return tn
+	return ln
 }
 
 // inNS runs fn inside ns and fails the test on error.
@@ -428,22 +436,7 @@ func hasTable(t *testing.T, tn *testNet, name string) bool {
 func TestBlockDoH(t *testing.T) {
 	tn := setupNet(t)
 	ctx := context.Background()
-	var ln net.Listener
-	inNS(t, tn.world, func() error {
-		var err error
-		ln, err = net.Listen("tcp", "0.0.0.0:443")
-		return err
-	})
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	acceptAndClose(t, tn.world, "0.0.0.0:443")
 	f := newFirewall(t, tn)
 	t.Cleanup(func() { _ = f.Remove(ctx) })
 	if err := f.Apply(ctx, Rules{BlockDoH: true, DoHBlockCIDRs: []netip.Prefix{hostPrefix(tn.world1)}}); err != nil {
@@ -464,23 +457,7 @@ func TestBlockDoH(t *testing.T) {
 func TestAPIGuard(t *testing.T) {
 	tn := setupNet(t)
 	ctx := context.Background()
-	var ln net.Listener
-	inNS(t, tn.sandbox, func() error {
-		var err error
-		ln, err = net.Listen("tcp", "0.0.0.0:0")
-		return err
-	})
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := acceptAndClose(t, tn.sandbox, "0.0.0.0:0").Addr().(*net.TCPAddr).Port
 	f := newFirewall(t, tn)
 	t.Cleanup(func() { _ = f.Remove(ctx) })
 	if err := f.Apply(ctx, Rules{APIPort: uint16(port), APIAllowFrom: []netip.Addr{tn.world1}}); err != nil {
