@@ -57,13 +57,24 @@ func startEgressWorld(t *testing.T, ip, dnsPort, httpsPort string, zone map[stri
 	t.Helper()
 	w := &egressWorld{seen: map[string]http.Header{}}
 
-	// DNS, UDP and TCP on one port.
-	pc, err := lf.udp(net.JoinHostPort(ip, dnsPort))
-	if err != nil {
-		t.Fatalf("world DNS udp: %v", err)
+	// DNS, UDP and TCP on one port. A port the kernel picks for UDP may be
+	// taken for TCP, so a few picks are tried.
+	var (
+		pc   net.PacketConn
+		tl   net.Listener
+		port int
+		err  error
+	)
+	for range 10 {
+		if pc, err = lf.udp(net.JoinHostPort(ip, dnsPort)); err != nil {
+			t.Fatalf("world DNS udp: %v", err)
+		}
+		port = pc.LocalAddr().(*net.UDPAddr).Port
+		if tl, err = lf.tcp(net.JoinHostPort(ip, itoa(port))); err == nil || dnsPort != "0" {
+			break
+		}
+		pc.Close()
 	}
-	port := pc.LocalAddr().(*net.UDPAddr).Port
-	tl, err := lf.tcp(net.JoinHostPort(ip, itoa(port)))
 	if err != nil {
 		t.Fatalf("world DNS tcp: %v", err)
 	}

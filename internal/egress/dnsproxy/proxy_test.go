@@ -44,13 +44,23 @@ func startUpstream(t *testing.T) *upstream {
 		}
 		_ = w.WriteMsg(m)
 	})
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen udp: %v", err)
-	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
+	// UDP and TCP on one port: the port the kernel picks for UDP may be
+	// taken for TCP, so a few picks are tried.
+	var (
+		pc  net.PacketConn
+		ln  net.Listener
+		err error
+	)
+	for range 10 {
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			t.Fatalf("listen udp: %v", err)
+		}
+		if ln, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
+			break
+		}
 		pc.Close()
+	}
+	if err != nil {
 		t.Fatalf("listen tcp: %v", err)
 	}
 	u.addr = pc.LocalAddr().String()
