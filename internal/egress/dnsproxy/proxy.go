@@ -118,7 +118,7 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	ups := make([]string, 0, len(cfg.Upstreams))
 	for _, u := range cfg.Upstreams {
-		hp, err := parseUpstream(u)
+		hp, err := ParseUpstream(u)
 		if err != nil {
 			return nil, err
 		}
@@ -127,9 +127,10 @@ func New(cfg Config) (*Proxy, error) {
 	return &Proxy{cfg: cfg, upstreams: ups, ready: make(chan struct{})}, nil
 }
 
-// parseUpstream accepts IP or IP:port (IPv6 as [ip]:port) and returns
-// host:port. Host names are rejected: resolving them would need DNS.
-func parseUpstream(s string) (string, error) {
+// ParseUpstream accepts IP or IP:port (IPv6 as [ip]:port) and returns
+// host:port, port 53 when omitted. Host names are rejected: resolving them
+// would need DNS.
+func ParseUpstream(s string) (string, error) {
 	if ip, err := netip.ParseAddr(s); err == nil {
 		return netip.AddrPortFrom(ip.Unmap(), 53).String(), nil
 	}

@@ -328,9 +328,9 @@ func TestParseUpstream(t *testing.T) {
 		"2001:db8::1":     "[2001:db8::1]:53",
 		"[2001:db8::1]:5": "[2001:db8::1]:5",
 	} {
-		got, err := parseUpstream(in)
+		got, err := ParseUpstream(in)
 		if err != nil || got != want {
-			t.Errorf("parseUpstream(%q) = %q, %v; want %q", in, got, err, want)
+			t.Errorf("ParseUpstream(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 }

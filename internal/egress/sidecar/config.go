@@ -117,7 +117,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	if v := getenv("OPENSANDBOX_EGRESS_DNS_UPSTREAM"); v != "" {
 		for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
-			if err := checkUpstream(f); err != nil {
+			if _, err := dnsproxy.ParseUpstream(f); err != nil {
 				bad("OPENSANDBOX_EGRESS_DNS_UPSTREAM", err)
 			}
 			c.DNSUpstreams = append(c.DNSUpstreams, f)
@@ -211,15 +211,4 @@ func parseSeconds(v string) (time.Duration, error) {
 		return 0, fmt.Errorf("%q is not a positive duration", v)
 	}
 	return d, nil
-}
-
-// checkUpstream accepts IP or IP:port; host names would need a resolver.
-func checkUpstream(s string) error {
-	if _, err := netip.ParseAddr(s); err == nil {
-		return nil
-	}
-	if _, err := netip.ParseAddrPort(s); err == nil {
-		return nil
-	}
-	return fmt.Errorf("%q is not an IP or IP:port", s)
 }

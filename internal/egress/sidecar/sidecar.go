@@ -134,7 +134,11 @@ func Run(ctx context.Context, cfg Config) error {
 	// mark, so the sandbox's policy and the DNS redirect do not apply.
 	ownResolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		d := net.Dialer{Timeout: cfg.DNSTimeout, Control: sockmark.Control(nft.BypassMark)}
-		return d.DialContext(ctx, network, withDNSPort(upstreams[0]))
+		addr, err := dnsproxy.ParseUpstream(upstreams[0])
+		if err != nil {
+			return nil, err
+		}
+		return d.DialContext(ctx, network, addr)
 	}}
 	deny := newDenyReporter(cfg.SandboxID, cfg.DenyWebhook, &http.Client{Transport: &http.Transport{
 		Proxy: nil,
@@ -419,14 +423,6 @@ func hasAddressRules(p *policy.Policy) bool {
 		}
 	}
 	return false
-}
-
-// withDNSPort adds port 53 to an upstream given as a bare IP.
-func withDNSPort(upstream string) string {
-	if a, err := netip.ParseAddr(upstream); err == nil {
-		return netip.AddrPortFrom(a, 53).String()
-	}
-	return upstream
 }
 
 func portOf(addr string) (uint16, error) {

@@ -68,10 +68,14 @@ func TestDefaultGateways(t *testing.T) {
 	}
 }
 
-func TestWithDNSPort(t *testing.T) {
-	for in, want := range map[string]string{"10.0.0.2": "10.0.0.2:53", "10.0.0.2:5353": "10.0.0.2:5353", "fd00::1": "[fd00::1]:53", "[fd00::1]:54": "[fd00::1]:54"} {
-		if got := withDNSPort(in); got != want {
-			t.Errorf("withDNSPort(%q) = %q; want %q", in, got, want)
-		}
+func TestDNSUpstreamConfig(t *testing.T) {
+	env := map[string]string{"OPENSANDBOX_EGRESS_DNS_UPSTREAM": "10.0.0.2, [fd00::1]:54"}
+	c, err := FromEnv(func(k string) string { return env[k] })
+	if err != nil || strings.Join(c.DNSUpstreams, ",") != "10.0.0.2,[fd00::1]:54" {
+		t.Fatalf("upstreams = %v, %v", c.DNSUpstreams, err)
+	}
+	env["OPENSANDBOX_EGRESS_DNS_UPSTREAM"] = "dns.example"
+	if _, err := FromEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "OPENSANDBOX_EGRESS_DNS_UPSTREAM") {
+		t.Fatalf("a host name upstream: err = %v", err)
 	}
 }
