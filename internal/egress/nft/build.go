@@ -35,12 +35,6 @@ func build(c *nftables.Conn, t *nftables.Table, r Rules, guard bool) error {
 	// Loopback destinations are always allowed (the sidecar's own
 	// listeners live there).
 	allow := append([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}, r.AllowCIDRs...)
-	for _, ip := range r.ResolverIPs {
-		if ip.IsValid() {
-			ip = ip.Unmap()
-			allow = append(allow, netip.PrefixFrom(ip, ip.BitLen()))
-		}
-	}
 	type famSets struct {
 		fam                   family
 		allow, deny, dyn, doh *nftables.Set
@@ -170,14 +164,8 @@ func build(c *nftables.Conn, t *nftables.Table, r Rules, guard bool) error {
 		c.AddRule(&nftables.Rule{Table: t, Chain: nat, Exprs: concat(l4proto(proto), dport(53), redirectTo(port))})
 	}
 	if r.TLSProxyPort != 0 {
-		ports := r.TLSPorts
-		if len(ports) == 0 {
-			ports = []uint16{443}
-		}
-		for _, p := range ports {
-			c.AddRule(&nftables.Rule{Table: t, Chain: nat, Exprs: concat(
-				oifnameNot("lo"), l4proto(unix.IPPROTO_TCP), dport(p), redirectTo(r.TLSProxyPort))})
-		}
+		c.AddRule(&nftables.Rule{Table: t, Chain: nat, Exprs: concat(
+			oifnameNot("lo"), l4proto(unix.IPPROTO_TCP), dport(443), redirectTo(r.TLSProxyPort))})
 	}
 	return nil
 }

@@ -88,19 +88,16 @@ type Rules struct {
 	DefaultDeny bool
 	// AllowCIDRs and DenyCIDRs are static destination rules; a single
 	// address is a /32 or /128 prefix. Deny wins over allow.
-	AllowCIDRs, DenyCIDRs []netip.Prefix
-	// ResolverIPs (the upstream resolvers) are added to the allow sets.
 	// Loopback (127.0.0.0/8, ::1) is always allowed.
-	ResolverIPs []netip.Addr
+	AllowCIDRs, DenyCIDRs []netip.Prefix
 	// DNSProxyPort receives redirected port-53 traffic. Default
 	// DefaultDNSProxyPort.
 	DNSProxyPort uint16
-	// TLSProxyPort, when set, receives TCP connections to TLSPorts
-	// (default 443) on any non-loopback destination: the credential
-	// proxy's transparent mode. The egress chain still judges each such
-	// connection by its original destination.
+	// TLSProxyPort, when set, receives TCP connections to port 443 on any
+	// non-loopback destination: the credential proxy's transparent mode.
+	// The egress chain still judges each such connection by its original
+	// destination.
 	TLSProxyPort uint16
-	TLSPorts     []uint16
 	// BlockDoH drops tcp/udp port 443 to DoHBlockCIDRs (DNS-over-HTTPS
 	// resolvers), or to every address when the list is empty.
 	BlockDoH      bool

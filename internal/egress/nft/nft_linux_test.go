@@ -137,7 +137,6 @@ func TestEnforcement(t *testing.T) {
 		DefaultDeny: true,
 		AllowCIDRs:  []netip.Prefix{netip.MustParsePrefix(tn.world1.String() + "/31"), hostPrefix(tn.world3)}, // .2,.3 and .4
 		DenyCIDRs:   []netip.Prefix{hostPrefix(tn.world2)},                                                    // .3 denied: deny wins
-		ResolverIPs: []netip.Addr{netip.MustParseAddr("127.0.0.1")},
 	})
 	if err != nil {
 		t.Fatalf("Apply: %v", err)
