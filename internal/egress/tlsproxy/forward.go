@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -584,23 +585,9 @@ func removeHopByHop(h http.Header) {
 	}
 }
 
-func isHopHeader(k string) bool {
-	for _, h := range hopHeaders {
-		if k == h {
-			return true
-		}
-	}
-	return false
-}
+func isHopHeader(k string) bool { return slices.Contains(hopHeaders, k) }
 
-func isForwardingHeader(k string) bool {
-	for _, h := range forwardingHeaders {
-		if k == h {
-			return true
-		}
-	}
-	return false
-}
+func isForwardingHeader(k string) bool { return slices.Contains(forwardingHeaders, k) }
 
 // namedIn reports whether the Connection header values name the
 // (canonical) header k.
