@@ -72,7 +72,8 @@ unit:
 e2e: build images e2e-clean
 	@set -o pipefail; OSB_E2E=1 OSB_BIN_DIR=$(abspath $(BIN)) $(GO) test $(GOFLAGS) -count=1 -timeout 30m -v ./test/e2e/... > $(BIN)/e2e.log 2>&1; rc=$$?; \
 	grep -E '^(--- |ok|FAIL|panic)' $(BIN)/e2e.log; \
-	if [ $$rc -ne 0 ]; then echo "---- e2e failed; the end of $(BIN)/e2e.log:"; tail -n 300 $(BIN)/e2e.log; fi; exit $$rc
+	if [ $$rc -ne 0 ]; then echo "---- e2e failed; the output of the failing tests in $(BIN)/e2e.log:"; \
+		bash scripts/test-failures.sh $(BIN)/e2e.log 400; echo "---- the end of $(BIN)/e2e.log:"; tail -n 60 $(BIN)/e2e.log; fi; exit $$rc
 
 # Removes containers an interrupted e2e run left behind (the tests remove
 # their own as they go).

@@ -118,6 +118,18 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &httpmw.StatusRecorder{ResponseWriter: w}
+		defer func() {
+			// An aborted reply (a proxied stream cut by the sandbox) is
+			// logged too, then the abort goes on to net/http.
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					s.reqLog(r).LogAttrs(r.Context(), slog.LevelWarn, "request aborted",
+						slog.String("method", r.Method), slog.String("path", r.URL.Path),
+						slog.Int("status", rec.Status), slog.Duration("duration", time.Since(start)))
+				}
+				panic(v)
+			}
+		}()
 		next.ServeHTTP(rec, r)
 		if rec.Status == 0 {
 			rec.Status = http.StatusOK

@@ -108,6 +108,14 @@ func (p *sandboxProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		stop := context.AfterFunc(s.bg, cancel)
 		defer stop()
 	}
+	// The sandbox may answer before it has read the whole body (execd
+	// streams a command's first frame once it has parsed the request).
+	// Without full duplex, Go's HTTP/1 server swallows the unread body on
+	// the first response write, the copy to the sandbox fails and the
+	// reply is cut short.
+	if err := http.NewResponseController(w).EnableFullDuplex(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		s.reqLog(r).Debug("proxy: cannot enable full duplex", "err", err)
+	}
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(ctx, targetKey{}, t)))
 }
 

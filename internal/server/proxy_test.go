@@ -330,3 +330,72 @@ func TestRestAfterPort(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyFullDuplex: a backend may answer before it has read the whole
+// request body (execd streams a command's init frame as soon as it has
+// parsed the request). The proxy must keep relaying the rest of the body
+// after the reply has started; Go's HTTP/1 server otherwise swallows the
+// unread body on the first response write, and the upstream connection
+// is torn down mid-stream.
+func TestProxyFullDuplex(t *testing.T) {
+	p := newProxyEnv(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.NewResponseController(w).EnableFullDuplex()
+		br := bufio.NewReader(r.Body)
+		first, _ := br.ReadString('\n')
+		io.WriteString(w, "got "+first)
+		w.(http.Flusher).Flush()
+		rest, _ := io.ReadAll(br)
+		io.WriteString(w, "then "+string(rest))
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pr, pw := io.Pipe()
+	// A transport stuck sending the body ignores ctx; ending the body
+	// unblocks it, so a proxy without full duplex fails here, not hangs.
+	context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) })
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.http.URL+"/sandboxes/sb1/proxy/8080/duplex", pr)
+	req.ContentLength = int64(len("one\ntwo\n"))
+	go pw.Write([]byte("one\n"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		pw.Close()
+		t.Fatalf("POST: %v", err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	// The rest of the body is sent only once the reply has begun.
+	if line, err := br.ReadString('\n'); err != nil || line != "got one\n" {
+		pw.Close()
+		t.Fatalf("first reply line = %q, %v; want %q", line, err, "got one\n")
+	}
+	pw.Write([]byte("two\n"))
+	pw.Close()
+	if rest, err := io.ReadAll(br); err != nil || string(rest) != "then two\n" {
+		t.Errorf("rest of reply = %q, %v; want %q", rest, err, "then two\n")
+	}
+}
+
+// TestProxyCutStreamIsLogged: when the sandbox drops a stream midway the
+// client sees the reply end abruptly and the request is still logged.
+func TestProxyCutStreamIsLogged(t *testing.T) {
+	p := newProxyEnv(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "first\n")
+		w.(http.Flusher).Flush()
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	resp, err := http.Get(p.http.URL + "/sandboxes/sb1/proxy/8080/stream")
+	if err != nil {
+		t.Fatalf("GET stream: %v", err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.ReadAll(resp.Body); err == nil {
+		t.Errorf("reading a cut stream succeeded; want an error")
+	}
+	if logs := p.logs.String(); !strings.Contains(logs, `msg="request aborted"`) || !strings.Contains(logs, "/proxy/8080/stream") {
+		t.Errorf("server log has no line for the aborted request:\n%s", logs)
+	}
+}

@@ -103,6 +103,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rawPath: forwardPath(r.URL.EscapedPath(), r.Pattern),
 		in:      r,
 	}
+	// The service may answer before it has read the whole body. Without
+	// full duplex, Go's HTTP/1 server swallows the unread body on the
+	// first response write and the forwarded request is cut short.
+	_ = http.NewResponseController(w).EnableFullDuplex() // ErrNotSupported on HTTP/2, which is duplex anyway
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
 }
 

@@ -285,3 +285,43 @@ func TestForwardPath(t *testing.T) {
 		}
 	}
 }
+
+// TestFullDuplex: the rest of a request body still reaches a service that
+// answered before reading it all.
+func TestFullDuplex(t *testing.T) {
+	port := backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.NewResponseController(w).EnableFullDuplex()
+		br := bufio.NewReader(r.Body)
+		first, _ := br.ReadString('\n')
+		io.WriteString(w, "got "+first)
+		http.NewResponseController(w).Flush()
+		rest, _ := io.ReadAll(br)
+		io.WriteString(w, "then "+string(rest))
+	}))
+	srv := front(t)
+	ctx := testContext(t)
+	pr, pw := io.Pipe()
+	// A transport stuck sending the body ignores ctx; ending the body
+	// unblocks it, so a proxy without full duplex fails here, not hangs.
+	context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) })
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/proxy/"+port+"/duplex", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = int64(len("one\ntwo\n"))
+	go pw.Write([]byte("one\n"))
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("POST: %v", err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || line != "got one\n" {
+		t.Fatalf("first reply line = %q, %v; want %q", line, err, "got one\n")
+	}
+	pw.Write([]byte("two\n"))
+	pw.Close()
+	if rest, err := io.ReadAll(br); err != nil || string(rest) != "then two\n" {
+		t.Errorf("rest of reply = %q, %v; want %q", rest, err, "then two\n")
+	}
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Prints, from a `go test -v` log, only the output of the tests that failed.
+# Parallel tests interleave their output; Go marks each switch with an
+# "=== RUN|CONT|NAME|PAUSE <test>" line, which is what this follows.
+# Usage: scripts/test-failures.sh LOG [MAX_LINES]
+set -euo pipefail
+log=${1:?usage: $0 LOG [MAX_LINES]}
+max=${2:-400}
+awk '
+	NR == FNR {
+		if (match($0, /^ *--- FAIL: [^ ]+/)) {
+			name = substr($0, RSTART, RLENGTH); sub(/^ *--- FAIL: /, "", name)
+			sub(/\/.*/, "", name); failed[name] = 1
+		}
+		next
+	}
+	/^=== (RUN|CONT|NAME|PAUSE) / { cur = $3; sub(/\/.*/, "", cur); if (cur in failed) print; next }
+	/^ *--- (PASS|FAIL|SKIP): / { cur = $3; sub(/\/.*/, "", cur) }
+	/^(ok|FAIL|PASS)([ \t]|$)/ { cur = ""; next }
+	cur in failed { print }
+' "$log" "$log" | head -n "$max"
