@@ -74,6 +74,14 @@ type Config struct {
 	TLSProxyAddr string
 	// CAFile receives the per-sandbox CA certificate (never its key).
 	CAFile string
+	// StartMarker, when set, is a file the sidecar creates at its first
+	// start and refuses to start again when it finds. On Docker a
+	// restarted container gets a new network namespace while the sandbox
+	// stays in the old one, so a second start could only ever serve an
+	// empty namespace; exiting at once lets the runtime report the
+	// sandbox as failed. The marker lives in the container's writable
+	// layer, which a restart keeps and a new container does not have.
+	StartMarker string
 	// UpstreamCAFile, when set, holds PEM certificates trusted for origins
 	// besides the system roots.
 	UpstreamCAFile string
@@ -98,6 +106,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		TLSProxyAddr:    DefaultTLSProxyAddr,
 		CAFile:          or(getenv("OPENSANDBOX_EGRESS_CA_FILE"), DefaultCAFile),
 		UpstreamCAFile:  getenv("OPENSANDBOX_EGRESS_UPSTREAM_CA_FILE"),
+		StartMarker:     getenv("OPENSANDBOX_EGRESS_START_MARKER"),
 		CredentialProxy: false,
 	}
 	var errs []error

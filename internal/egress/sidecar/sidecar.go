@@ -41,6 +41,12 @@ func Run(ctx context.Context, cfg Config) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	if cfg.StartMarker != "" {
+		if err := claimFirstStart(cfg.StartMarker); err != nil {
+			return err
+		}
+	}
+
 	opts := policy.Options{MaxRules: cfg.MaxRules}
 	initial, source, err := initialPolicy(cfg, opts)
 	if err != nil {
@@ -491,4 +497,28 @@ func readCerts(path string) ([]*x509.Certificate, error) {
 		return nil, fmt.Errorf("egress: upstream CA file %s holds no certificate", path)
 	}
 	return out, nil
+}
+
+// ErrRestarted is returned by Run when the start marker exists: this
+// container ran before, and the sandbox is not in its network namespace.
+var ErrRestarted = errors.New("egress: the sidecar was restarted; the sandbox stays in the network namespace of its first start, so this start refuses to run")
+
+// claimFirstStart creates the start marker, or returns ErrRestarted when
+// an earlier start already did.
+func claimFirstStart(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("%w (marker %s)", ErrRestarted, path)
+	}
+	if err != nil {
+		return fmt.Errorf("egress: create start marker: %w", err)
+	}
+	_, err = fmt.Fprintf(f, "%d\n", os.Getpid())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("egress: write start marker: %w", err)
+	}
+	return nil
 }

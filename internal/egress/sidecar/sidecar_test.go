@@ -1,7 +1,10 @@
 package sidecar
 
 import (
+	"context"
+	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -77,5 +80,32 @@ func TestDNSUpstreamConfig(t *testing.T) {
 	env["OPENSANDBOX_EGRESS_DNS_UPSTREAM"] = "dns.example"
 	if _, err := FromEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "OPENSANDBOX_EGRESS_DNS_UPSTREAM") {
 		t.Fatalf("a host name upstream: err = %v", err)
+	}
+}
+
+// TestStartMarker: the first start claims the marker; a second start of
+// the same container (same writable layer) refuses before touching
+// anything, and says why.
+func TestStartMarker(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "started")
+	env := map[string]string{"OPENSANDBOX_EGRESS_START_MARKER": marker}
+	c, err := FromEnv(func(k string) string { return env[k] })
+	if err != nil || c.StartMarker != marker {
+		t.Fatalf("StartMarker = %q, %v", c.StartMarker, err)
+	}
+	if err := claimFirstStart(marker); err != nil {
+		t.Fatalf("first start: %v", err)
+	}
+	if err := claimFirstStart(marker); !errors.Is(err, ErrRestarted) {
+		t.Fatalf("second start: err = %v; want ErrRestarted", err)
+	}
+	// Run stops at the marker, before the firewall (which this test,
+	// without CAP_NET_ADMIN in a namespace of its own, could not program).
+	c.Logger = nil
+	if err := Run(context.Background(), c); !errors.Is(err, ErrRestarted) {
+		t.Fatalf("Run after a restart: err = %v; want ErrRestarted", err)
+	}
+	if err := claimFirstStart(filepath.Join(t.TempDir(), "missing-dir", "started")); err == nil || errors.Is(err, ErrRestarted) {
+		t.Fatalf("marker in a missing directory: err = %v; want a create error", err)
 	}
 }

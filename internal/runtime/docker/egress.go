@@ -37,6 +37,7 @@ const (
 
 	egressRepo         = "opensandbox/egress"
 	egressCAInSidecar  = "/run/opensandbox/egress/ca.pem"
+	egressStartMarker  = "/run/opensandbox/egress/started"
 	egressCAInSandbox  = execdDir + "/egress-ca.pem"
 	egressUpstreamCA   = "/etc/opensandbox/upstream-ca.pem"
 	hostCABundle       = "/etc/ssl/certs/ca-certificates.crt"
@@ -174,6 +175,10 @@ func (r *Runtime) startSidecar(ctx context.Context, spec runtime.Spec) (string, 
 		"OPENSANDBOX_EGRESS_SANDBOX_ID=" + spec.ID,
 		"OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=" + strconv.FormatBool(eg.CredentialProxy),
 		"OPENSANDBOX_EGRESS_CA_FILE=" + egressCAInSidecar,
+		// A `docker restart` gives the sidecar a new network namespace
+		// and leaves the sandbox in the old one: the sidecar then exits
+		// at once, so List and Get both see it down.
+		"OPENSANDBOX_EGRESS_START_MARKER=" + egressStartMarker,
 	}
 	if r.opts.EgressBlockDoH {
 		env = append(env, "OPENSANDBOX_EGRESS_BLOCK_DOH_443=true", "OPENSANDBOX_EGRESS_DOH_BLOCKLIST="+strings.Join(r.opts.EgressDoHBlocklist, ","))

@@ -119,15 +119,28 @@ func TestEgressSidecar(t *testing.T) {
 	}
 
 	// A restarted sidecar has a new namespace; the sandbox stays in the
-	// old one, with loopback only.
+	// old one, with loopback only. The second start refuses to run, so
+	// the sidecar stops and List sees it down too.
 	if err := env.cli.ContainerRestart(ctx, sc.ID, container.StopOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := r.Get(ctx, spec.ID); err != nil || got.State != sandbox.StateFailed {
-		t.Fatalf("Get after a sidecar restart = %+v, %v; want Failed", got, err)
+	waitC, waitErr := env.cli.ContainerWait(ctx, sc.ID, container.WaitConditionNotRunning)
+	select {
+	case res := <-waitC:
+		if res.StatusCode == 0 {
+			t.Errorf("restarted sidecar exited with status 0; want a refusal")
+		}
+	case err := <-waitErr:
+		t.Fatalf("wait for the restarted sidecar to stop: %v", err)
 	}
-	if err := env.cli.ContainerKill(ctx, sc.ID, "KILL"); err != nil {
-		t.Fatal(err)
+	if logs, _ := exec.Command("docker", "logs", sc.ID).CombinedOutput(); !strings.Contains(string(logs), "restarted") {
+		t.Errorf("restarted sidecar's log does not say why it stopped:\n%s", logs)
+	}
+	all, _ = r.List(ctx)
+	for _, s := range all {
+		if s.ID == spec.ID && s.State != sandbox.StateFailed {
+			t.Fatalf("List after a sidecar restart reports %s; want Failed", s.State)
+		}
 	}
 	got, err := r.Get(ctx, spec.ID)
 	if err != nil || got.State != sandbox.StateFailed || got.Reason != "EGRESS_SIDECAR_DOWN" {
