@@ -29,12 +29,12 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/miekg/dns"
 
+	"github.com/opensandbox-go/opensandbox/internal/egress/hostname"
 	"github.com/opensandbox-go/opensandbox/internal/egress/sockmark"
 )
 
@@ -231,9 +231,9 @@ func (p *Proxy) serve(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) {
 		reply(w, r, dns.RcodeFormatError)
 		return
 	}
-	name := canonical(r.Question[0].Name)
+	name := hostname.Canonical(r.Question[0].Name)
 	for _, q := range r.Question {
-		if h := canonical(q.Name); !p.cfg.Decider.Allow(h) {
+		if h := hostname.Canonical(q.Name); !p.cfg.Decider.Allow(h) {
 			if p.cfg.OnDenied != nil {
 				p.cfg.OnDenied(h)
 			} else {
@@ -322,10 +322,6 @@ func addresses(m *dns.Msg) ([]netip.Addr, time.Duration) {
 		ips = append(ips, a.Unmap())
 	}
 	return ips, time.Duration(minTTL) * time.Second
-}
-
-func canonical(name string) string {
-	return strings.ToLower(strings.TrimSuffix(name, "."))
 }
 
 func reply(w dns.ResponseWriter, r *dns.Msg, rcode int) {

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/opensandbox-go/opensandbox/internal/egress/hostname"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
@@ -150,7 +151,7 @@ func (p *Policy) Decide(host string) Action {
 		act, _ := p.DecideIP(a)
 		return act
 	}
-	name := strings.TrimSuffix(strings.ToLower(host), ".")
+	name := hostname.Canonical(host)
 	if p.always != nil {
 		if _, ok := p.always.deny.matchName(name); ok {
 			return Deny

@@ -22,6 +22,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/opensandbox-go/opensandbox/internal/egress/hostname"
 )
 
 // Action is what happens to traffic that matches a rule.
@@ -116,7 +118,7 @@ func ParseTarget(s string) (Kind, string, netip.Prefix, error) {
 		a = a.Unmap()
 		return KindIP, a.String(), netip.PrefixFrom(a, a.BitLen()), nil
 	}
-	name := strings.TrimSuffix(strings.ToLower(t), ".")
+	name := hostname.Canonical(t)
 	kind := KindDomain
 	if rest, ok := strings.CutPrefix(name, "*."); ok {
 		kind, name = KindWildcard, rest
@@ -136,7 +138,7 @@ func normalizeTarget(s string) string {
 	if _, t, _, err := ParseTarget(s); err == nil {
 		return t
 	}
-	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(s)), ".")
+	return hostname.Canonical(strings.TrimSpace(s))
 }
 
 // checkName validates a lower-cased DNS name without a trailing dot.

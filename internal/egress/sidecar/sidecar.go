@@ -22,6 +22,7 @@ import (
 
 	"github.com/opensandbox-go/opensandbox/internal/egress/api"
 	"github.com/opensandbox-go/opensandbox/internal/egress/dnsproxy"
+	"github.com/opensandbox-go/opensandbox/internal/egress/hostname"
 	"github.com/opensandbox-go/opensandbox/internal/egress/nft"
 	"github.com/opensandbox-go/opensandbox/internal/egress/policy"
 	"github.com/opensandbox-go/opensandbox/internal/egress/sockmark"
@@ -385,7 +386,7 @@ func checkBindings(p *policy.Policy, bs []vault.CredentialBinding) error {
 			}
 		}
 		for _, h := range b.Match.Hosts {
-			name := strings.TrimSuffix(strings.ToLower(h), ".")
+			name := hostname.Canonical(h)
 			if strings.HasPrefix(name, "*.") {
 				continue // some names under it may be allowed; nothing to check
 			}

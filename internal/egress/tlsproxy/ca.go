@@ -30,9 +30,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/opensandbox-go/opensandbox/internal/egress/hostname"
 )
 
 // Validity periods. The CA lives as long as a long-running sandbox might;
@@ -136,7 +137,7 @@ func (ca *CA) WriteCertFile(path string) error {
 // on first use and caching it until it nears expiry. Concurrent callers for
 // the same host share one minting.
 func (ca *CA) Leaf(host string) (*tls.Certificate, error) {
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	host = hostname.Canonical(host)
 	if host == "" {
 		return nil, fmt.Errorf("mint certificate: empty host")
 	}

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/opensandbox-go/opensandbox/internal/egress/hostname"
 )
 
 // Injector gives the headers to add to a request, and true, when exactly one
@@ -159,7 +161,7 @@ func normHost(h string) string {
 	if hh, _, err := net.SplitHostPort(h); err == nil {
 		h = hh
 	}
-	return strings.TrimSuffix(strings.ToLower(strings.Trim(h, "[]")), ".")
+	return hostname.Canonical(strings.Trim(h, "[]"))
 }
 
 func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/opensandbox-go/opensandbox/internal/egress/hostname"
 )
 
 // Store holds one sandbox's vault. The zero value is not usable; call
@@ -222,7 +224,7 @@ func (s *Store) Match(scheme, host string, port int, method, path string) (http.
 		return nil, false
 	}
 	scheme = strings.ToLower(scheme)
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	host = hostname.Canonical(host)
 	found := -1
 	for i := range snap.bindings {
 		if matches(&snap.bindings[i].match, scheme, host, port, method, path) {

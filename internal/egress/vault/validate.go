@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/opensandbox-go/opensandbox/internal/egress/hostname"
 )
 
 // Limits on what a vault may hold.
@@ -126,7 +128,7 @@ func validateCredential(p *problems, where string, c Credential) {
 // normalizeHost lower-cases a host pattern, drops a trailing dot and checks it
 // is a DNS name, an IP literal or "*." followed by a DNS name.
 func normalizeHost(h string) (string, bool) {
-	h = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
+	h = hostname.Canonical(strings.TrimSpace(h))
 	if h == "" {
 		return "", false
 	}
