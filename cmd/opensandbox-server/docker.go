@@ -36,6 +36,7 @@ func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, logger *slog
 	}
 	d := cfg.Docker
 	noNewPrivileges := d.NoNewPrivileges
+	isolate := d.IsolateSandboxes
 	pids := d.PidsLimit
 	if pids == 0 {
 		pids = -1 // our 0 means no limit; the driver's 0 means its default
@@ -46,6 +47,8 @@ func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, logger *slog
 		Client:               cli,
 		ExecdPath:            execd,
 		NetworkMode:          d.NetworkMode,
+		IsolateSandboxes:     &isolate,
+		BridgeNetwork:        d.BridgeNetwork,
 		HostIP:               d.HostIP,
 		DropCapabilities:     append([]string{}, d.DropCapabilities...), // non-nil: [] drops nothing
 		NoNewPrivileges:      &noNewPrivileges,

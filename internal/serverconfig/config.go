@@ -150,9 +150,19 @@ type Runtime struct {
 // CLI does.
 type Docker struct {
 	// network_mode: "bridge" (default; each sandbox has its own network
-	// namespace and published ports) or "host" (sandboxes share the
-	// host's network; upstream's default).
+	// namespace and published ports), "host" (sandboxes share the host's
+	// network; upstream's default), or the name of an existing
+	// user-defined bridge network, which sandboxes join as in bridge mode.
 	NetworkMode string `toml:"network_mode"`
+	// isolate_sandboxes: in bridge mode, put sandboxes on bridge_network,
+	// a network the server creates with inter-container communication
+	// off, instead of the engine's default bridge, where sandboxes reach
+	// each other. Default true.
+	IsolateSandboxes bool `toml:"isolate_sandboxes"`
+	// bridge_network: the name of that network; default "opensandbox".
+	// An existing network of this name must have the bridge driver and
+	// inter-container communication off.
+	BridgeNetwork string `toml:"bridge_network"`
 	// host_ip: the host address bridge-mode ports are published on;
 	// default "127.0.0.1" (only this machine, and the server's proxy,
 	// reach sandbox ports directly).
@@ -271,6 +281,7 @@ const (
 	DefaultLogLevel          = "info"
 	DefaultNetworkMode       = NetworkBridge
 	DefaultHostIP            = "127.0.0.1"
+	DefaultBridgeNetwork     = "opensandbox"
 	DefaultAPITimeoutSeconds = 180
 	DefaultPidsLimit         = 4096
 	DefaultVolumeSize        = "1Gi"
@@ -300,6 +311,8 @@ func Defaults(home string) Config {
 		Log: Log{Level: DefaultLogLevel},
 		Docker: Docker{
 			NetworkMode:       DefaultNetworkMode,
+			IsolateSandboxes:  true,
+			BridgeNetwork:     DefaultBridgeNetwork,
 			HostIP:            DefaultHostIP,
 			APITimeoutSeconds: DefaultAPITimeoutSeconds,
 			DropCapabilities:  DefaultDropCapabilities(),

@@ -68,6 +68,8 @@ func TestLoadNoFileAtDefaultPath(t *testing.T) {
 		{"max timeout", got.Server.MaxSandboxTimeout(), time.Duration(0)},
 		{"log level", got.Log.SlogLevel(), slog.LevelInfo},
 		{"network", got.Docker.NetworkMode, "bridge"},
+		{"isolate sandboxes", got.Docker.IsolateSandboxes, true},
+		{"bridge network", got.Docker.BridgeNetwork, "opensandbox"},
 		{"host ip", got.Docker.HostIP, "127.0.0.1"},
 		{"api timeout", got.Docker.APITimeout(), 180 * time.Second},
 		{"no new privileges", got.Docker.NoNewPrivileges, true},
@@ -166,6 +168,8 @@ execd_path = "~/bin/execd"
 
 [docker]
 network_mode = "host"
+isolate_sandboxes = false
+bridge_network = "osb-net"
 host_ip = "10.0.0.5"
 api_timeout = 30
 drop_capabilities = ["NET_RAW"]
@@ -207,7 +211,7 @@ mode = "direct"
 			MaxSandboxTimeoutSeconds: 7200, MinSandboxTimeoutSeconds: 120},
 		Log:     Log{Level: "debug", FilePath: filepath.Join(home, "logs/server.log")},
 		Runtime: Runtime{Type: "docker", ExecdPath: filepath.Join(home, "bin/execd")},
-		Docker: Docker{NetworkMode: "host", HostIP: "10.0.0.5", APITimeoutSeconds: 30,
+		Docker: Docker{NetworkMode: "host", IsolateSandboxes: false, BridgeNetwork: "osb-net", HostIP: "10.0.0.5", APITimeoutSeconds: 30,
 			DropCapabilities: []string{"NET_RAW"}, AppArmorProfile: "docker-default", NoNewPrivileges: false,
 			SeccompProfile: "unconfined", PidsLimit: 100, ExecdCopy: true},
 		Storage:       Storage{AllowedHostPaths: []string{"/data", "/srv/shared"}, VolumeDefaultSize: "500Mi"},
@@ -258,7 +262,12 @@ func TestLoadInvalidValues(t *testing.T) {
 		{"runtime missing", "[runtime]\n", []string{"runtime.type is required"}},
 		{"runtime kubernetes", "[runtime]\ntype = \"kubernetes\"\n", []string{`runtime.type = "kubernetes"`, "not supported yet"}},
 		{"runtime unknown", "[runtime]\ntype = \"podman\"\n", []string{`runtime.type = "podman"`}},
-		{"network mode", "[docker]\nnetwork_mode = \"mynet\"\n", []string{`docker.network_mode = "mynet"`}},
+		{"network mode container", "[docker]\nnetwork_mode = \"container:x\"\n", []string{`docker.network_mode = "container:x"`}},
+		{"network mode none", "[docker]\nnetwork_mode = \"none\"\n", []string{`docker.network_mode = "none"`}},
+		{"network mode empty", "[docker]\nnetwork_mode = \"\"\n", []string{`docker.network_mode = ""`}},
+		{"bridge network default bridge", "[docker]\nbridge_network = \"bridge\"\n", []string{`docker.bridge_network = "bridge"`}},
+		{"bridge network empty", "[docker]\nbridge_network = \"\"\n", []string{`docker.bridge_network = ""`}},
+		{"bridge network bad name", "[docker]\nbridge_network = \"my net\"\n", []string{`docker.bridge_network = "my net"`}},
 		{"host ip", "[docker]\nhost_ip = \"localhost\"\n", []string{`docker.host_ip = "localhost"`}},
 		{"api timeout", "[docker]\napi_timeout = 0\n", []string{"docker.api_timeout = 0"}},
 		{"capability", "[docker]\ndrop_capabilities = [\"NET_RAW\", \"bad cap\"]\n", []string{`docker.drop_capabilities[1] = "bad cap"`}},
@@ -386,12 +395,54 @@ dsn = "redis://x"
 	}
 }
 
+func TestLoadNetworkModes(t *testing.T) {
+	tests := []struct {
+		name, body         string
+		wantMode, wantNet  string
+		wantIsolate, quiet bool
+	}{
+		{"default", "", "bridge", "opensandbox", true, true},
+		{"own bridge network name", "[docker]\nbridge_network = \"osb.sandboxes_1\"\n", "bridge", "osb.sandboxes_1", true, true},
+		{"isolation off", "[docker]\nisolate_sandboxes = false\n", "bridge", "opensandbox", false, false},
+		// Upstream's form: a custom network, whatever isolate_sandboxes says.
+		{"custom network", "[docker]\nnetwork_mode = \"sandboxes\"\n", "sandboxes", "opensandbox", true, true},
+		{"custom network without isolation", "[docker]\nnetwork_mode = \"sandboxes\"\nisolate_sandboxes = false\n", "sandboxes", "opensandbox", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, warnings, err := loadString(t, tt.body, nil)
+			if err != nil {
+				t.Fatalf("Load(%q): %v", tt.body, err)
+			}
+			d := cfg.Docker
+			if d.NetworkMode != tt.wantMode || d.BridgeNetwork != tt.wantNet || d.IsolateSandboxes != tt.wantIsolate {
+				t.Errorf("Load(%q) = network_mode %q bridge_network %q isolate_sandboxes %v; want %q %q %v",
+					tt.body, d.NetworkMode, d.BridgeNetwork, d.IsolateSandboxes, tt.wantMode, tt.wantNet, tt.wantIsolate)
+			}
+			if tt.quiet && len(warnings) != 0 {
+				t.Errorf("Load(%q) warnings = %q, want none", tt.body, warnings)
+			}
+		})
+	}
+	// init-config writes the keys with their defaults.
+	text, err := Example(ExampleDocker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"isolate_sandboxes = true", `bridge_network = "opensandbox"`} {
+		if !strings.Contains(text, "\n"+line+" ") {
+			t.Errorf("Example(docker) has no line %q:\n%s", line, text)
+		}
+	}
+}
+
 func TestLoadWarnings(t *testing.T) {
 	tests := []struct {
 		name, body, want string
 	}{
 		{"short min timeout", "[server]\nmin_sandbox_timeout_seconds = 1\n", "tests only"},
 		{"host network", "[docker]\nnetwork_mode = \"host\"\n", "host's network"},
+		{"no isolation", "[docker]\nisolate_sandboxes = false\n", "can reach each other"},
 		{"all interfaces", "[docker]\nhost_ip = \"0.0.0.0\"\n", "every interface"},
 	}
 	for _, tt := range tests {

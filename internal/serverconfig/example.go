@@ -84,7 +84,9 @@ type = "docker"                  # required; "kubernetes" is not supported yet
 
 [docker]
 # The engine is found through DOCKER_HOST like the docker CLI finds it.
-network_mode = "bridge"          # "bridge" (own network per sandbox) or "host"
+network_mode = "bridge"          # "bridge" (own network per sandbox), "host", or a user-defined bridge network
+isolate_sandboxes = true         # bridge mode: sandboxes join bridge_network, where they cannot reach each other
+bridge_network = "opensandbox"   # created at start when missing; never removed
 host_ip = "127.0.0.1"            # host address sandbox ports are published on
 api_timeout = 180                # seconds the engine may take to answer a request
 drop_capabilities = ["AUDIT_WRITE", "MKNOD", "NET_ADMIN", "NET_RAW", "SYS_ADMIN", "SYS_MODULE", "SYS_PTRACE", "SYS_TIME", "SYS_TTY_CONFIG"]

@@ -13,6 +13,7 @@ import (
 
 var (
 	capabilityRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
+	networkRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]+$`)
 	quantityRE   = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$`)
 )
 
@@ -70,16 +71,22 @@ func validate(c *Config) (warnings, problems []string) {
 
 	// [docker]
 	d := &c.Docker
-	switch d.NetworkMode {
-	case NetworkBridge:
-	case NetworkHost:
+	switch {
+	case d.NetworkMode == NetworkBridge:
+		if !d.IsolateSandboxes {
+			warnings = append(warnings, "docker.isolate_sandboxes = false: sandboxes share the engine's default bridge and can reach each other")
+		}
+	case d.NetworkMode == NetworkHost:
 		warnings = append(warnings, "docker.network_mode = \"host\": sandboxes share the host's network and can reach every service on it")
-	default:
-		bad("docker.network_mode", d.NetworkMode, fmt.Sprintf("want %q or %q", NetworkBridge, NetworkHost))
+	case !userNetworkName(d.NetworkMode):
+		bad("docker.network_mode", d.NetworkMode, fmt.Sprintf("want %q, %q or the name of a user-defined bridge network", NetworkBridge, NetworkHost))
+	}
+	if !userNetworkName(d.BridgeNetwork) {
+		bad("docker.bridge_network", d.BridgeNetwork, "want the name of a user-defined network (letters, digits, '_', '.', '-'; not bridge, host or none)")
 	}
 	if ip := net.ParseIP(d.HostIP); ip == nil {
 		bad("docker.host_ip", d.HostIP, "want an IP address")
-	} else if ip.IsUnspecified() && d.NetworkMode == NetworkBridge {
+	} else if ip.IsUnspecified() && d.NetworkMode != NetworkHost {
 		warnings = append(warnings, fmt.Sprintf("docker.host_ip = %q publishes sandbox ports on every interface of this host", d.HostIP))
 	}
 	if d.APITimeoutSeconds <= 0 {
@@ -193,4 +200,15 @@ func quote(v any) string {
 		return fmt.Sprintf("%q", s)
 	}
 	return fmt.Sprint(v)
+}
+
+// userNetworkName reports whether s can name a user-defined Docker
+// network: not one of the engine's own networks nor another container's
+// namespace ("container:<id>").
+func userNetworkName(s string) bool {
+	switch s {
+	case NetworkBridge, NetworkHost, "none", "default":
+		return false
+	}
+	return networkRE.MatchString(s)
 }

@@ -16,10 +16,10 @@ import (
 // TestEgressDocker drives network policies and the credential vault end to
 // end: the real server creates a sandbox behind the egress sidecar on the
 // Docker engine, and the sandbox's own commands probe a world served by the
-// test on the Docker bridge's host address (traffic never leaves this
-// machine).
+// test on the host's address on the sandbox network (traffic never leaves
+// this machine).
 func TestEgressDocker(t *testing.T) {
-	gw := dockerBridgeGateway(t)
+	gw := sandboxNetworkGateway(t)
 	zone := map[string]string{
 		"api.vault.test":   gw,
 		"other.vault.test": gw,
@@ -77,14 +77,11 @@ upstream_ca_file = %q
 		}
 	})
 	t.Run("other containers cannot reach the sidecar API", func(t *testing.T) {
-		ip, err := exec.Command("docker", "inspect", "-f", "{{.NetworkSettings.IPAddress}}", "sandbox-egress-"+sb.ID()).Output()
-		if err != nil || net.ParseIP(strings.TrimSpace(string(ip))) == nil {
-			t.Fatalf("sidecar address: %q, %v", ip, err)
-		}
+		ip := containerIP(t, "sandbox-egress-"+sb.ID(), sandboxNetwork)
 		// A neighbour sandbox without a policy tries the sidecar's
 		// bridge address directly.
 		other := sdkCreate(t, c, sandbox.CreateOptions{})
-		ex, err := other.Run(ctx, "curl -sS --connect-timeout 2 http://"+strings.TrimSpace(string(ip))+":18080/healthz", sandbox.RunOptions{})
+		ex, err := other.Run(ctx, "curl -sS --connect-timeout 2 http://"+ip+":18080/healthz", sandbox.RunOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,16 +228,36 @@ func TestEgressCreateErrors(t *testing.T) {
 	s.apiError(t, "POST", "/v1/sandboxes", b, 400, "INVALID_REQUEST")
 }
 
-// dockerBridgeGateway is the host's address on Docker's default bridge.
-func dockerBridgeGateway(t *testing.T) string {
+// sandboxNetwork is the network the e2e servers put sandboxes on: the
+// default docker.bridge_network.
+const sandboxNetwork = "opensandbox"
+
+// sandboxNetworkGateway is the host's address on sandboxNetwork. The server
+// creates the network at start; when no server has yet, one is started.
+func sandboxNetworkGateway(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("docker", "network", "inspect", "bridge", "--format", "{{(index .IPAM.Config 0).Gateway}}").Output()
+	if exec.Command("docker", "network", "inspect", sandboxNetwork).Run() != nil {
+		startServer(t, serverOpts{})
+	}
+	out, err := exec.Command("docker", "network", "inspect", sandboxNetwork, "--format", "{{(index .IPAM.Config 0).Gateway}}").Output()
 	if err != nil {
-		t.Fatalf("docker network inspect bridge: %v", err)
+		t.Fatalf("docker network inspect %s: %v", sandboxNetwork, err)
 	}
 	gw := strings.TrimSpace(string(out))
 	if net.ParseIP(gw) == nil {
-		t.Fatalf("bridge gateway %q is not an address", gw)
+		t.Fatalf("gateway of network %s %q is not an address", sandboxNetwork, gw)
 	}
 	return gw
+}
+
+// containerIP is the address of the named container on a network.
+func containerIP(t *testing.T, name, network string) string {
+	t.Helper()
+	out, err := exec.Command("docker", "inspect", "-f",
+		`{{with index .NetworkSettings.Networks "`+network+`"}}{{.IPAddress}}{{end}}`, name).Output()
+	ip := strings.TrimSpace(string(out))
+	if err != nil || net.ParseIP(ip) == nil {
+		t.Fatalf("address of %s on network %s: %q, %v", name, network, ip, err)
+	}
+	return ip
 }

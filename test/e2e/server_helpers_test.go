@@ -37,6 +37,7 @@ type serverProc struct {
 type serverOpts struct {
 	minTimeout int // seconds; default 1
 	extraTOML  string
+	dockerTOML string // more keys of the [docker] table
 	storeDir   string // reuse a store across restarts
 	addr       string // reuse an address across restarts
 }
@@ -72,11 +73,11 @@ execd_path = %q
 [docker]
 network_mode = "bridge"
 host_ip = "127.0.0.1"
-
+%s
 [store]
 path = %q
 %s
-`, host, port, testAPIKey, o.minTimeout, execd, filepath.Join(o.storeDir, "store.db"), o.extraTOML)
+`, host, port, testAPIKey, o.minTimeout, execd, o.dockerTOML, filepath.Join(o.storeDir, "store.db"), o.extraTOML)
 	cfgPath := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

@@ -29,8 +29,8 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (runtime.Sandbo
 	if err := validate(spec); err != nil {
 		return runtime.Sandbox{}, err
 	}
-	if spec.Egress != nil && r.opts.NetworkMode != networkBridge {
-		return runtime.Sandbox{}, fmt.Errorf("docker: network policies need network mode bridge (configured: %s): %w", r.opts.NetworkMode, runtime.ErrNotSupported)
+	if spec.Egress != nil && r.network == networkHost {
+		return runtime.Sandbox{}, fmt.Errorf("docker: network policies need network mode bridge or a user-defined bridge network (configured: %s): %w", r.opts.NetworkMode, runtime.ErrNotSupported)
 	}
 	if spec.Egress != nil && !kernelNetworking(r.opts.Runtime) {
 		// gVisor and Kata move packets with their own network stacks or
@@ -203,7 +203,7 @@ func (r *Runtime) containerConfig(spec runtime.Spec, ref string, imgLabels map[s
 	}
 	no := false
 	hc := &container.HostConfig{
-		NetworkMode: container.NetworkMode(r.opts.NetworkMode),
+		NetworkMode: container.NetworkMode(r.network),
 		CapDrop:     r.opts.DropCapabilities,
 		SecurityOpt: r.securityOpt,
 		Init:        &no, // execd is the init
@@ -219,7 +219,7 @@ func (r *Runtime) containerConfig(spec runtime.Spec, ref string, imgLabels map[s
 		// it: NET_RAW allows SO_MARK (the sidecar's bypass mark, since
 		// Linux 5.17) and packet sockets that skip the IP hooks.
 		hc.CapDrop = withDropped(hc.CapDrop, "NET_ADMIN", "NET_RAW")
-	} else if r.opts.NetworkMode == networkBridge {
+	} else if r.network != networkHost {
 		cfg.ExposedPorts = nat.PortSet{execdPortKey: {}, httpPortKey: {}}
 		hc.PortBindings = nat.PortMap{
 			execdPortKey: {{HostIP: r.opts.HostIP}},

@@ -204,7 +204,7 @@ func (r *Runtime) startSidecar(ctx context.Context, spec runtime.Spec) (string, 
 	no := false
 	pids := int64(egressPidsLimit)
 	hc := &container.HostConfig{
-		NetworkMode: container.NetworkMode(networkBridge),
+		NetworkMode: container.NetworkMode(r.network),
 		CapDrop:     []string{"ALL"},
 		CapAdd:      []string{"NET_ADMIN"},
 		SecurityOpt: r.securityOpt,

@@ -36,6 +36,9 @@ const (
 	labelManagedBy         = labelPrefix + "managed-by-sandbox"
 	labelDeleteWithSandbox = labelPrefix + "delete-with-sandbox"
 
+	// On the sandbox network the driver created (see setupNetwork).
+	labelManagedNetwork = labelPrefix + "managed-network"
+
 	// On snapshot images.
 	labelSnapshotOf = "io.opensandbox.snapshot-of"
 )

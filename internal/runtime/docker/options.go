@@ -29,8 +29,17 @@ type Options struct {
 	Client *client.Client
 	// ExecdPath is the host path of the static execd binary (required).
 	ExecdPath string
-	// NetworkMode is "bridge" (default) or "host".
+	// NetworkMode is "bridge" (default), "host", or the name of an
+	// existing user-defined network of the bridge driver, which sandboxes
+	// join as they join the bridge (ports published on HostIP).
 	NetworkMode string
+	// IsolateSandboxes, in bridge mode, attaches sandboxes to
+	// BridgeNetwork, a network New creates when missing with
+	// inter-container communication off, instead of the engine's default
+	// bridge, where containers reach each other. nil means true.
+	IsolateSandboxes *bool
+	// BridgeNetwork names that network; default DefaultBridgeNetwork.
+	BridgeNetwork string
 	// HostIP is the host address ports are published on and that Address
 	// reports; default "127.0.0.1".
 	HostIP string
@@ -110,6 +119,9 @@ type Runtime struct {
 	securityOpt []string
 	// execdTar holds the tar stream CopyToContainer sends (ExecdCopy only).
 	execdTar []byte
+	// network is what containers' NetworkMode names: "host", "bridge"
+	// or the name of a user-defined network (see setupNetwork).
+	network string
 	// http reaches execd inside sandboxes; it never uses a proxy.
 	http *http.Client
 	// egressRef caches the sidecar image built from EgressPath.
@@ -122,7 +134,9 @@ var _ runtime.Runtime = (*Runtime)(nil)
 // New checks the options and the engine and returns a Runtime. It fails
 // with runtime.ErrUnavailable when the engine does not answer and with
 // runtime.ErrInvalid for a bad option (execd missing or not static, an
-// OCI runtime the engine does not know, an unreadable seccomp profile).
+// OCI runtime the engine does not know, an unreadable seccomp profile, a
+// sandbox network that is missing or, when managed, lets containers
+// reach each other).
 func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -185,6 +199,9 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 			return nil, err
 		}
 	}
+	if err := r.setupNetwork(ctx); err != nil {
+		return nil, err
+	}
 	r.removeOrphanSidecars(ctx)
 	return r, nil
 }
@@ -203,7 +220,19 @@ func (o *Options) setDefaults() error {
 		o.NetworkMode = networkBridge
 	case networkBridge, networkHost:
 	default:
-		return fmt.Errorf("docker: network mode %q: want bridge or host: %w", o.NetworkMode, runtime.ErrInvalid)
+		if !userNetworkName(o.NetworkMode) {
+			return fmt.Errorf("docker: network mode %q: want bridge, host or the name of a user-defined network: %w", o.NetworkMode, runtime.ErrInvalid)
+		}
+	}
+	if o.IsolateSandboxes == nil {
+		yes := true
+		o.IsolateSandboxes = &yes
+	}
+	if o.BridgeNetwork == "" {
+		o.BridgeNetwork = DefaultBridgeNetwork
+	}
+	if !userNetworkName(o.BridgeNetwork) {
+		return fmt.Errorf("docker: bridge network %q: want the name of a user-defined network (not bridge, host or none): %w", o.BridgeNetwork, runtime.ErrInvalid)
 	}
 	if o.HostIP == "" {
 		o.HostIP = "127.0.0.1"

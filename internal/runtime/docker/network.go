@@ -1,0 +1,251 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+
+	"github.com/opensandbox-go/opensandbox/internal/runtime"
+)
+
+// DefaultBridgeNetwork is the network bridge-mode sandboxes join when
+// Options.IsolateSandboxes is on and Options.BridgeNetwork is empty.
+const DefaultBridgeNetwork = "opensandbox"
+
+const (
+	// bridgeDriver is the engine's driver of bridge networks.
+	bridgeDriver = "bridge"
+	// iccOption is the bridge driver's switch for traffic between the
+	// containers of one network (inter-container communication).
+	iccOption = "com.docker.network.bridge.enable_icc"
+)
+
+// hostResolvConfs are read, in order, for the resolvers of egress
+// sidecars on a user-defined network (see sidecarResolvers).
+var hostResolvConfs = []string{"/etc/resolv.conf", "/run/systemd/resolve/resolv.conf"}
+
+// userNetworkName reports whether s can name a user-defined network: not
+// one of the engine's own networks nor another container's namespace.
+func userNetworkName(s string) bool {
+	switch s {
+	case networkBridge, networkHost, "none", "default":
+		return false
+	}
+	return validName(s)
+}
+
+// setupNetwork decides what sandboxes and egress sidecars join and checks
+// it with the engine. In bridge mode with isolation that is the managed
+// network, created here when missing with inter-container communication
+// off; a user-defined network named by NetworkMode must exist. Neither is
+// ever removed: other servers, and sandboxes of this one, use them (only
+// duplicates that racing creates made are, see managedNetwork).
+func (r *Runtime) setupNetwork(ctx context.Context) error {
+	o := &r.opts
+	var (
+		nw  network.Inspect
+		err error
+	)
+	switch {
+	case o.NetworkMode == networkHost:
+		r.network = networkHost
+		return nil
+	case o.NetworkMode == networkBridge && !*o.IsolateSandboxes:
+		r.network = networkBridge
+		return nil
+	case o.NetworkMode == networkBridge:
+		nw, err = r.managedNetwork(ctx, o.BridgeNetwork)
+	default:
+		nw, err = r.customNetwork(ctx, o.NetworkMode)
+	}
+	if err != nil {
+		return err
+	}
+	// By name, as the engine itself resolves it when a container starts.
+	r.network = nw.Name
+	r.log.InfoContext(ctx, "sandbox network ready", "network", nw.Name, "id", shortID(nw.ID), "icc", iccOn(nw))
+	if len(o.EgressDNSUpstreams) == 0 && (o.EgressPath != "" || o.EgressImage != "") {
+		o.EgressDNSUpstreams = r.sidecarResolvers(ctx, nw.Name)
+	}
+	return nil
+}
+
+// managedNetwork returns the isolated network of that name, creating it
+// when missing. An existing one must have the bridge driver and
+// inter-container communication off.
+//
+// Engines before API 1.44 do not serialise creates by name: servers that
+// start together can each create one, and then the name is ambiguous and
+// no container can start on it. The oldest is kept (every server picks
+// the same one), the others are removed (see removeDuplicates).
+func (r *Runtime) managedNetwork(ctx context.Context, name string) (network.Inspect, error) {
+	nets, err := r.networksNamed(ctx, name)
+	if err != nil {
+		return network.Inspect{}, err
+	}
+	if len(nets) == 0 {
+		_, err := r.cli.NetworkCreate(ctx, name, network.CreateOptions{
+			Driver:  bridgeDriver,
+			Options: map[string]string{iccOption: "false"},
+			Labels:  map[string]string{labelManagedNetwork: "true"},
+		})
+		switch {
+		case err == nil:
+			r.log.InfoContext(ctx, "created the sandbox network", "network", name)
+		case cerrdefs.IsConflict(err) || cerrdefs.IsAlreadyExists(err):
+			// Another server created it meanwhile: check that one.
+		default:
+			return network.Inspect{}, engineErr(err, "docker: create sandbox network %s", name)
+		}
+		if nets, err = r.networksNamed(ctx, name); err != nil {
+			return network.Inspect{}, err
+		}
+		if len(nets) == 0 {
+			return network.Inspect{}, fmt.Errorf("docker: sandbox network %s is gone right after its creation: %w", name, runtime.ErrUnavailable)
+		}
+	}
+	if len(nets) > 1 {
+		r.removeDuplicates(ctx, nets)
+	}
+	nw, err := r.cli.NetworkInspect(ctx, nets[0].ID, network.InspectOptions{})
+	if err != nil {
+		return network.Inspect{}, engineErr(err, "docker: inspect sandbox network %s", name)
+	}
+	if nw.Driver != bridgeDriver || iccOn(nw) {
+		return network.Inspect{}, fmt.Errorf("docker: network %s exists but is not isolated (driver %q, %s=%q; want driver bridge and %s=false): "+
+			"remove it (docker network rm %s) and the server creates it isolated, or turn isolation off ([docker] isolate_sandboxes = false): %w",
+			name, nw.Driver, iccOption, nw.Options[iccOption], iccOption, name, runtime.ErrInvalid)
+	}
+	return nw, nil
+}
+
+// removeDuplicates removes every network of nets but the first (the
+// oldest), all of one name and made by racing creates. The engine refuses
+// to remove a network a container is on, and that is never forced: such a
+// duplicate is logged and left to the operator.
+func (r *Runtime) removeDuplicates(ctx context.Context, nets []network.Summary) {
+	keep := nets[0]
+	for _, n := range nets[1:] {
+		err := r.cli.NetworkRemove(ctx, n.ID)
+		switch {
+		case cerrdefs.IsNotFound(err):
+			// Another server removed it.
+		case err == nil:
+			r.log.InfoContext(ctx, "removed a duplicate of the sandbox network made by a concurrent start",
+				"network", n.Name, "removed", shortID(n.ID), "kept", shortID(keep.ID))
+		default:
+			r.log.WarnContext(ctx, "cannot remove a duplicate of the sandbox network; containers cannot start on it until it is removed (docker network rm <id>)",
+				"network", n.Name, "duplicate", shortID(n.ID), "kept", shortID(keep.ID), "err", err)
+		}
+	}
+}
+
+// customNetwork returns the user-defined network sandboxes were told to
+// join: it must exist and have the bridge driver. Its containers may
+// reach each other: that is the operator's choice, logged as a warning.
+func (r *Runtime) customNetwork(ctx context.Context, name string) (network.Inspect, error) {
+	nw, err := r.cli.NetworkInspect(ctx, name, network.InspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return network.Inspect{}, fmt.Errorf("docker: network %s (network mode) does not exist: create it (docker network create --driver bridge %s) or use network mode bridge: %w",
+			name, name, runtime.ErrInvalid)
+	}
+	if err != nil {
+		return network.Inspect{}, engineErr(err, "docker: inspect network %s", name)
+	}
+	if nw.Driver != bridgeDriver {
+		return network.Inspect{}, fmt.Errorf("docker: network %s has driver %q; sandboxes need a bridge network: %w", name, nw.Driver, runtime.ErrInvalid)
+	}
+	if iccOn(nw) {
+		r.log.WarnContext(ctx, "sandboxes on this network can reach each other: create it with -o "+iccOption+"=false to prevent it",
+			"network", name)
+	}
+	return nw, nil
+}
+
+// networksNamed lists the networks called exactly name, oldest first.
+func (r *Runtime) networksNamed(ctx context.Context, name string) ([]network.Summary, error) {
+	// The engine's name filter matches substrings.
+	all, err := r.cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", name))})
+	if err != nil {
+		return nil, engineErr(err, "docker: list networks named %s", name)
+	}
+	nets := slices.DeleteFunc(all, func(n network.Summary) bool { return n.Name != name })
+	slices.SortFunc(nets, func(a, b network.Summary) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return nets, nil
+}
+
+// iccOn reports whether containers of nw may reach each other; the
+// engine's default, when the option is absent, is yes.
+func iccOn(nw network.Inspect) bool {
+	on, err := strconv.ParseBool(nw.Options[iccOption])
+	return err != nil || on
+}
+
+// sidecarResolvers returns the resolvers egress sidecars on the
+// user-defined network nw forward allowed names to. There the engine
+// gives containers only its embedded resolver (nameserver 127.0.0.11),
+// which the sidecar cannot use: port 53 is redirected to the sidecar
+// itself. So it gets what the engine gives containers on its default
+// bridge: the host's non-loopback nameservers (those of systemd-resolved
+// when /etc/resolv.conf names only its local stub). Only a local engine
+// shares this host's resolvers; otherwise nothing is returned and
+// [egress] dns_upstream must be set.
+func (r *Runtime) sidecarResolvers(ctx context.Context, nw string) []string {
+	if !strings.HasPrefix(r.cli.DaemonHost(), "unix://") {
+		r.log.WarnContext(ctx, "the engine is remote: set the egress DNS upstreams ([egress] dns_upstream), or sidecars on this network find no resolver",
+			"network", nw, "engine", r.cli.DaemonHost())
+		return nil
+	}
+	for _, path := range hostResolvConfs {
+		if ns := nameservers(path); len(ns) > 0 {
+			r.log.DebugContext(ctx, "egress sidecars use the host's resolvers", "network", nw, "from", path, "resolvers", ns)
+			return ns
+		}
+	}
+	r.log.WarnContext(ctx, "no non-loopback nameserver on this host: set the egress DNS upstreams ([egress] dns_upstream), or sidecars on this network find no resolver",
+		"network", nw, "read", hostResolvConfs)
+	return nil
+}
+
+// nameservers returns the non-loopback nameserver addresses of a
+// resolv.conf file; none when it cannot be read.
+func nameservers(path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "nameserver" {
+			continue
+		}
+		a, err := netip.ParseAddr(f[1])
+		if err != nil || a.IsLoopback() || a.Zone() != "" {
+			continue
+		}
+		out = append(out, a.String())
+	}
+	return out
+}
+
+// shortID is the 12-character form of an engine id.
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
