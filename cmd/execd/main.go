@@ -138,10 +138,18 @@ func run(args []string) (int, error) {
 // the credential proxy is on) in the image's bundles and exports the
 // variables that point clients at it, before any process starts. A failure
 // is logged, not fatal: HTTPS through the proxy then fails verification,
-// which is visible and safe.
+// which is visible and safe. Without the credential proxy it removes a CA
+// an earlier sandbox left in the image (a snapshot of one with the proxy).
 func installEgressCA(logger *slog.Logger) {
 	ca := os.Getenv(egressCAEnv)
 	if ca == "" {
+		changed, err := trust.Remove(nil)
+		if len(changed) > 0 {
+			logger.Info("removed the egress CA an earlier sandbox left in the image", "bundles", changed)
+		}
+		if err != nil {
+			logger.Warn("cannot remove the egress CA an earlier sandbox left in the image", "err", err)
+		}
 		return
 	}
 	res, err := trust.Install(ca, nil, os.TempDir(), os.Getenv)

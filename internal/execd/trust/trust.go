@@ -3,12 +3,15 @@
 // the credential proxy's certificates without any change to user code.
 //
 // The CA is appended to every system bundle that exists (Debian, Alpine,
-// RHEL, SUSE layouts), once: a bundle already holding it is left alone, so
-// a restarted execd adds nothing. When no bundle can be written (an image
-// running as a non-root user), a combined bundle is written to a temporary
-// file instead. Either way the environment variables that Python requests,
-// curl, OpenSSL and Node read are pointed at a bundle holding the CA, unless
-// the image already sets them.
+// RHEL, SUSE layouts) between two marker comment lines, once: a bundle
+// already holding it is left alone, so a restarted execd adds nothing. A
+// marked block holding another CA (an image snapshotted from a sandbox
+// whose sidecar, and so whose CA key, is gone) is replaced, and Remove
+// strips such blocks from a sandbox without the credential proxy. When no
+// bundle can be written (an image running as a non-root user), a combined
+// bundle is written to a temporary file instead. Either way the environment
+// variables that Python requests, curl, OpenSSL and Node read are pointed
+// at a bundle holding the CA, unless the image already sets them.
 package trust
 
 import (
@@ -56,6 +59,7 @@ func Install(caFile string, bundles []string, tmpDir string, getenv func(string)
 		return Result{}, fmt.Errorf("trust: %s holds no PEM certificate", caFile)
 	}
 	ca = append(bytes.TrimSpace(ca), '\n')
+	block := append(append([]byte(beginMark), ca...), endMark...)
 	if bundles == nil {
 		bundles = SystemBundles
 	}
@@ -79,14 +83,22 @@ func Install(caFile string, bundles []string, tmpDir string, getenv func(string)
 		if err != nil {
 			continue
 		}
+		rest, marked := strip(cur)
 		if readable == nil {
-			readable = cur
+			readable = rest
 		}
-		if bytes.Contains(cur, ca) {
-			res.Updated = append(res.Updated, b)
-			continue
+		want := append(withNewline(bytes.Clone(rest)), block...)
+		if len(rest) == 0 {
+			want = block
 		}
-		if err := appendFile(real, cur, ca); err != nil {
+		switch {
+		case bytes.Equal(cur, want):
+		case !marked:
+			err = appendFile(real, cur, block)
+		default:
+			err = replaceFile(real, want)
+		}
+		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -98,7 +110,7 @@ func Install(caFile string, bundles []string, tmpDir string, getenv func(string)
 		target = res.Updated[0]
 	} else {
 		target = filepath.Join(tmpDir, "opensandbox-ca-bundle.pem")
-		if err := os.WriteFile(target, append(withNewline(readable), ca...), 0o644); err != nil {
+		if err := os.WriteFile(target, append(withNewline(readable), block...), 0o644); err != nil {
 			return Result{}, errors.Join(append(errs, fmt.Errorf("trust: write fallback bundle: %w", err))...)
 		}
 	}
@@ -112,6 +124,122 @@ func Install(caFile string, bundles []string, tmpDir string, getenv func(string)
 		res.Env["NODE_EXTRA_CA_CERTS"] = caFile
 	}
 	return res, nil
+}
+
+// The lines around the CA in a bundle. Only whole lines starting
+// "-----BEGIN" mean anything to PEM readers (OpenSSL, Go, Python, Node), so
+// the markers are ignored by them, as the comments of RHEL's bundle are.
+const (
+	beginMark = "# BEGIN OpenSandbox egress CA (added at sandbox start; do not edit)\n"
+	endMark   = "# END OpenSandbox egress CA\n"
+)
+
+// Remove strips the marked egress CA blocks from the bundles
+// (SystemBundles when nil): a sandbox without the credential proxy,
+// started from an image snapshotted from one with it, must not keep
+// trusting a CA that no longer guards anything. It returns the bundles it
+// changed; bundles it could not rewrite are errors.
+func Remove(bundles []string) (changed []string, err error) {
+	if bundles == nil {
+		bundles = SystemBundles
+	}
+	var errs []error
+	seen := map[string]bool{}
+	for _, b := range bundles {
+		real, err := filepath.EvalSymlinks(b)
+		if err != nil || seen[real] {
+			continue
+		}
+		seen[real] = true
+		cur, err := os.ReadFile(real)
+		if err != nil {
+			continue
+		}
+		rest, marked := strip(cur)
+		if !marked {
+			continue
+		}
+		if err := replaceFile(real, rest); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		changed = append(changed, b)
+	}
+	return changed, errors.Join(errs...)
+}
+
+// strip returns b without its marked blocks, and whether it had any. A
+// block cut short (execd died while appending) runs to the end of b.
+func strip(b []byte) ([]byte, bool) {
+	var out []byte
+	marked := false
+	for {
+		i := markIndex(b, beginMark)
+		if i < 0 {
+			if !marked {
+				return b, false
+			}
+			return append(out, b...), true
+		}
+		marked = true
+		out = append(out, b[:i]...)
+		rest := b[i+len(beginMark):]
+		j := markIndex(rest, endMark)
+		if j < 0 {
+			return out, true
+		}
+		b = rest[j+len(endMark):]
+	}
+}
+
+// markIndex finds mark at the start of a line of b.
+func markIndex(b []byte, mark string) int {
+	off := 0
+	for {
+		i := bytes.Index(b[off:], []byte(mark))
+		if i < 0 {
+			return -1
+		}
+		if at := off + i; at == 0 || b[at-1] == '\n' {
+			return at
+		}
+		off += i + 1
+	}
+}
+
+// replaceFile gives path the content b: through a temporary file and a
+// rename when its directory is writable (never a half-written bundle),
+// else in place.
+func replaceFile(path string, b []byte) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("trust: %s: %w", path, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".opensandbox-bundle-*")
+	if err == nil {
+		name := tmp.Name()
+		_, werr := tmp.Write(b)
+		if werr == nil {
+			werr = tmp.Chmod(st.Mode().Perm())
+		}
+		if cerr := tmp.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr == nil {
+			werr = os.Rename(name, path)
+		}
+		if werr == nil {
+			return nil
+		}
+		os.Remove(name)
+	}
+	if err := os.WriteFile(path, b, 0); err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			return fmt.Errorf("trust: %s is not writable: %w", path, err)
+		}
+		return fmt.Errorf("trust: rewrite %s: %w", path, err)
+	}
+	return nil
 }
 
 func appendFile(path string, cur, ca []byte) error {

@@ -64,8 +64,8 @@ func TestInstallAppendsOnceAndFollowsSymlinks(t *testing.T) {
 	if n := strings.Count(string(got), strings.TrimSpace(string(pemCA))); n != 1 {
 		t.Fatalf("CA appears %d times in the bundle; want 1:\n%s", n, got)
 	}
-	if !strings.Contains(string(got), "-----END CERTIFICATE-----\n-----BEGIN CERTIFICATE-----") {
-		t.Fatalf("CA not appended on its own line:\n%s", got)
+	if !strings.Contains(string(got), "-----END CERTIFICATE-----\n"+beginMark+strings.TrimSpace(string(pemCA))+"\n"+endMark) {
+		t.Fatalf("CA not appended on its own lines between the markers:\n%s", got)
 	}
 }
 
@@ -90,7 +90,7 @@ func TestInstallFallbackWhenNothingWritable(t *testing.T) {
 		t.Fatalf("SSL_CERT_FILE = %q; want a fallback bundle in %s", fb, dir)
 	}
 	b, _ := os.ReadFile(fb)
-	if !strings.HasPrefix(string(b), string(withNewline(sys))+"-----BEGIN CERTIFICATE-----") {
+	if !strings.HasPrefix(string(b), string(withNewline(sys))+beginMark+"-----BEGIN CERTIFICATE-----") {
 		t.Fatalf("fallback bundle %s = %q", fb, b)
 	}
 }
@@ -102,4 +102,70 @@ func TestInstallRejectsNonPEM(t *testing.T) {
 	if _, err := Install(p, []string{}, dir, os.Getenv); err == nil {
 		t.Fatal("no error for a non-PEM CA file")
 	}
+}
+
+// TestInstallReplacesAnotherCA: an image snapshotted from a sandbox with
+// the credential proxy holds that sandbox's CA, whose key died with its
+// sidecar. The next start replaces it rather than trusting both.
+func TestInstallReplacesAnotherCA(t *testing.T) {
+	dir := t.TempDir()
+	oldCA := testCA(t, filepath.Join(dir, mkdir(t, dir, "old")))
+	newCA := testCA(t, filepath.Join(dir, mkdir(t, dir, "new")))
+	const system = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+	bundle := filepath.Join(dir, "ca-certificates.crt")
+	if err := os.WriteFile(bundle, []byte(system), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	getenv := func(string) string { return "" }
+	if _, err := Install(oldCA, []string{bundle}, dir, getenv); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Install(newCA, []string{bundle}, dir, getenv); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(bundle)
+	oldPEM, _ := os.ReadFile(oldCA)
+	newPEM, _ := os.ReadFile(newCA)
+	want := system + beginMark + string(newPEM) + endMark
+	if string(got) != want || strings.Contains(string(got), strings.TrimSpace(string(oldPEM))) {
+		t.Fatalf("bundle after a new CA =\n%s\nwant\n%s", got, want)
+	}
+	if st, _ := os.Stat(bundle); st.Mode().Perm() != 0o640 {
+		t.Errorf("rewritten bundle mode = %v, want 0640", st.Mode().Perm())
+	}
+
+	// Without the credential proxy the block goes, the rest stays.
+	changed, err := Remove([]string{bundle, filepath.Join(dir, "absent.crt")})
+	if err != nil || len(changed) != 1 {
+		t.Fatalf("Remove = %v, %v", changed, err)
+	}
+	if got, _ := os.ReadFile(bundle); string(got) != system {
+		t.Fatalf("bundle after Remove = %q, want %q", got, system)
+	}
+	if changed, err := Remove([]string{bundle}); err != nil || len(changed) != 0 {
+		t.Fatalf("second Remove = %v, %v; want nothing to do", changed, err)
+	}
+}
+
+func TestStrip(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"a\n", "a\n"},
+		{"a\n" + beginMark + "x\n" + endMark, "a\n"},
+		{"a\n" + beginMark + "x\n" + endMark + "b\n" + beginMark + "y\n" + endMark + "c\n", "a\nb\nc\n"},
+		{"a\n" + beginMark + "cut short", "a\n"},
+		{"a # " + beginMark, "a # " + beginMark}, // not at a line start
+	} {
+		got, marked := strip([]byte(tc.in))
+		if string(got) != tc.want || marked != (tc.in != tc.want) {
+			t.Errorf("strip(%q) = %q, %v; want %q", tc.in, got, marked, tc.want)
+		}
+	}
+}
+
+func mkdir(t *testing.T, dir, name string) string {
+	t.Helper()
+	if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return name
 }
