@@ -19,3 +19,10 @@ awk '
 	/^(ok|FAIL|PASS)([ \t]|$)/ { cur = ""; next }
 	cur in failed { print }
 ' "$log" "$log" | head -n "$max"
+# A test binary that panicked (a test timeout included) prints no
+# "--- FAIL" for the tests it was running: show the panic and the stack
+# heads instead.
+if grep -q '^panic: ' "$log"; then
+	echo "---- panic:"
+	grep -n -A 30 '^panic: ' "$log" | head -n 80
+fi

@@ -4,7 +4,9 @@
 package httpmw
 
 import (
+	"io"
 	"net/http"
+	"sync/atomic"
 )
 
 // Recover calls next and turns a panic into report's reply, so one bad
@@ -50,3 +52,51 @@ func (s *StatusRecorder) Write(p []byte) (int, error) {
 // Unwrap lets http.ResponseController (flush, hijack, deadlines) and
 // reverse proxies reach the underlying writer.
 func (s *StatusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// FullDuplex lets a proxy relay the rest of a request body after the reply
+// has begun (the backend may answer first), and returns a function to
+// call once the proxying is over.
+//
+// Full duplex has a catch: net/http then ignores a body that failed to
+// parse (a malformed chunk) when the request ends and keeps reading the
+// connection, so the bytes behind the bad chunk would be served as the
+// next request (request smuggling through a front proxy that forwards
+// them). The returned function ends such a connection instead: it flushes
+// what the reply holds and aborts the handler. Call it last, not deferred
+// (the abort is a panic).
+func FullDuplex(w http.ResponseWriter, r *http.Request) (done func()) {
+	// ErrNotSupported on HTTP/2, which is duplex already.
+	_ = http.NewResponseController(w).EnableFullDuplex()
+	if r.Body == nil || r.Body == http.NoBody {
+		return func() {}
+	}
+	b := &watchedBody{ReadCloser: r.Body}
+	r.Body = b
+	return func() {
+		if b.failed.Load() {
+			http.NewResponseController(w).Flush()
+			panic(http.ErrAbortHandler)
+		}
+	}
+}
+
+// BodyFailed reports whether reading r's body (as wrapped by FullDuplex)
+// has failed; a reply then should carry "Connection: close".
+func BodyFailed(r *http.Request) bool {
+	b, ok := r.Body.(*watchedBody)
+	return ok && b.failed.Load()
+}
+
+// watchedBody records a read error other than EOF.
+type watchedBody struct {
+	io.ReadCloser
+	failed atomic.Bool
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.failed.Store(true)
+	}
+	return n, err
+}

@@ -123,7 +123,11 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 			// logged too, then the abort goes on to net/http.
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
-					s.reqLog(r).LogAttrs(r.Context(), slog.LevelWarn, "request aborted",
+					level := slog.LevelWarn
+					if r.Context().Err() != nil {
+						level = slog.LevelDebug // the client went away first
+					}
+					s.reqLog(r).LogAttrs(r.Context(), level, "request aborted",
 						slog.String("method", r.Method), slog.String("path", r.URL.Path),
 						slog.Int("status", rec.Status), slog.Duration("duration", time.Since(start)))
 				}

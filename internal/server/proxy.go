@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/apierror"
+	"github.com/opensandbox-go/opensandbox/internal/httpmw"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
@@ -113,10 +114,9 @@ func (p *sandboxProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Without full duplex, Go's HTTP/1 server swallows the unread body on
 	// the first response write, the copy to the sandbox fails and the
 	// reply is cut short.
-	if err := http.NewResponseController(w).EnableFullDuplex(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		s.reqLog(r).Debug("proxy: cannot enable full duplex", "err", err)
-	}
+	done := httpmw.FullDuplex(w, r)
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(ctx, targetKey{}, t)))
+	done()
 }
 
 func (p *sandboxProxy) rewrite(pr *httputil.ProxyRequest) {
@@ -157,6 +157,9 @@ func (p *sandboxProxy) fail(w http.ResponseWriter, out *http.Request, err error)
 	r := t.in
 	if r == nil {
 		r = out
+	}
+	if httpmw.BodyFailed(r) {
+		w.Header().Set("Connection", "close")
 	}
 	if errors.Is(err, context.Canceled) && out.Context().Err() != nil {
 		p.s.reqLog(r).Debug("proxy request ended by the client", "path", r.URL.Path, "err", err)

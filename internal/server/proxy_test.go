@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -397,5 +398,37 @@ func TestProxyCutStreamIsLogged(t *testing.T) {
 	}
 	if logs := p.logs.String(); !strings.Contains(logs, `msg="request aborted"`) || !strings.Contains(logs, "/proxy/8080/stream") {
 		t.Errorf("server log has no line for the aborted request:\n%s", logs)
+	}
+}
+
+// TestProxyBadChunkEndsConnection: with full duplex, net/http keeps a
+// connection open after a malformed chunk, and the bytes behind it would
+// be read as a second request. The proxy must end the connection instead,
+// so nothing smuggled behind a bad body reaches a sandbox.
+func TestProxyBadChunkEndsConnection(t *testing.T) {
+	var paths sync.Map
+	p := newProxyEnv(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		paths.Store(r.URL.Path, true)
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "backend "+r.URL.Path)
+	}))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(p.http.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(conn, "POST /sandboxes/sb1/proxy/8080/first HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+
+		"5\r\nhello\r\nZZ\r\n"+
+		"GET /sandboxes/sb1/proxy/8080/smuggled HTTP/1.1\r\nHost: x\r\n\r\n")
+	replies, err := io.ReadAll(conn) // ends when the server closes the connection
+	if err != nil {
+		t.Fatalf("reading the replies: %v (the connection was not closed)", err)
+	}
+	if _, ok := paths.Load("/smuggled"); ok || strings.Contains(string(replies), "backend /smuggled") {
+		t.Fatalf("the request behind the bad chunk reached the sandbox; replies:\n%s", replies)
+	}
+	if n := strings.Count(string(replies), "HTTP/1.1 "); n > 1 {
+		t.Errorf("%d replies on a connection whose request body was malformed; want at most 1:\n%s", n, replies)
 	}
 }

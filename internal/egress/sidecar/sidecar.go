@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -507,6 +508,11 @@ var ErrRestarted = errors.New("egress: the sidecar was restarted; the sandbox st
 // claimFirstStart creates the start marker, or returns ErrRestarted when
 // an earlier start already did.
 func claimFirstStart(path string) error {
+	// An image of the operator's own ([egress] image) may lack the
+	// directory; the marker must not be why the sidecar cannot start.
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("egress: create start marker directory: %w", err)
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("%w (marker %s)", ErrRestarted, path)

@@ -105,7 +105,14 @@ func TestStartMarker(t *testing.T) {
 	if err := Run(context.Background(), c); !errors.Is(err, ErrRestarted) {
 		t.Fatalf("Run after a restart: err = %v; want ErrRestarted", err)
 	}
-	if err := claimFirstStart(filepath.Join(t.TempDir(), "missing-dir", "started")); err == nil || errors.Is(err, ErrRestarted) {
-		t.Fatalf("marker in a missing directory: err = %v; want a create error", err)
+	// A missing directory is created (an operator's own sidecar image).
+	if err := claimFirstStart(filepath.Join(t.TempDir(), "missing-dir", "started")); err != nil {
+		t.Fatalf("marker in a missing directory: %v", err)
+	}
+	// A path that cannot be created is an error, not a restart.
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o600)
+	if err := claimFirstStart(filepath.Join(file, "started")); err == nil || errors.Is(err, ErrRestarted) {
+		t.Fatalf("marker under a regular file: err = %v; want a create error", err)
 	}
 }

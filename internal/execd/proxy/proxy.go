@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/apierror"
+	"github.com/opensandbox-go/opensandbox/internal/httpmw"
 )
 
 // DefaultHost is the address requests are forwarded to when Options.Host is empty.
@@ -106,8 +107,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The service may answer before it has read the whole body. Without
 	// full duplex, Go's HTTP/1 server swallows the unread body on the
 	// first response write and the forwarded request is cut short.
-	_ = http.NewResponseController(w).EnableFullDuplex() // ErrNotSupported on HTTP/2, which is duplex anyway
+	done := httpmw.FullDuplex(w, r)
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
+	done()
 }
 
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
@@ -143,6 +145,9 @@ func (p *Proxy) fail(w http.ResponseWriter, out *http.Request, err error) {
 	r := t.in
 	if r == nil {
 		r = out
+	}
+	if httpmw.BodyFailed(r) {
+		w.Header().Set("Connection", "close")
 	}
 	if out.Context().Err() != nil && errors.Is(err, context.Canceled) {
 		p.log.DebugContext(r.Context(), "proxy request canceled by client",

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -323,5 +324,35 @@ func TestFullDuplex(t *testing.T) {
 	pw.Close()
 	if rest, err := io.ReadAll(br); err != nil || string(rest) != "then two\n" {
 		t.Errorf("rest of reply = %q, %v; want %q", rest, err, "then two\n")
+	}
+}
+
+// TestBadChunkEndsConnection: the bytes behind a malformed chunk must not
+// be served as a second request (see httpmw.FullDuplex).
+func TestBadChunkEndsConnection(t *testing.T) {
+	var smuggled atomic.Bool
+	port := backend(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/smuggled" {
+			smuggled.Store(true)
+		}
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "backend "+r.URL.Path)
+	}))
+	srv := front(t)
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(conn, "POST /proxy/"+port+"/first HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+
+		"5\r\nhello\r\nZZ\r\n"+
+		"GET /proxy/"+port+"/smuggled HTTP/1.1\r\nHost: x\r\n\r\n")
+	replies, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("reading the replies: %v (the connection was not closed)", err)
+	}
+	if smuggled.Load() || strings.Count(string(replies), "HTTP/1.1 ") > 1 {
+		t.Fatalf("the request behind the bad chunk was served; replies:\n%s", replies)
 	}
 }
