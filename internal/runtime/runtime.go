@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 )
 
@@ -176,6 +177,16 @@ type Snapshotter interface {
 	// DeleteSnapshot removes what CommitSnapshot stored; ErrNotFound if
 	// there is nothing.
 	DeleteSnapshot(ctx context.Context, snapshotID string) error
+}
+
+// SandboxNetworks is implemented by runtimes whose sandboxes reach the
+// host from addresses of their own: the server uses it to tell a request
+// made from inside a sandbox, which must then carry the API key even on
+// routes that are open to everyone else.
+type SandboxNetworks interface {
+	// SandboxSubnets returns the address ranges sandbox traffic comes
+	// from, and the addresses in them that are the host's own (gateways).
+	SandboxSubnets(ctx context.Context) (subnets []netip.Prefix, host []netip.Addr, err error)
 }
 
 // Diagnostics reads what the engine knows about a sandbox.

@@ -88,20 +88,30 @@ func (s *Server) requireAPIKey(next http.Handler) http.Handler {
 	if s.cfg.APIKey == "" {
 		return next
 	}
-	want := []byte(s.cfg.APIKey)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := r.Header[http.CanonicalHeaderKey(sandbox.APIKeyHeader)]
-		if !ok || len(got) == 0 || got[0] == "" {
-			s.writeError(w, r, apierror.New(http.StatusUnauthorized, apierror.CodeMissingAPIKey,
-				"missing API key: send it in the %s header", sandbox.APIKeyHeader))
-			return
-		}
-		if subtle.ConstantTimeCompare([]byte(got[0]), want) != 1 {
-			s.writeError(w, r, apierror.New(http.StatusUnauthorized, apierror.CodeInvalidAPIKey, "invalid API key"))
+		if err := s.checkAPIKey(r, ""); err != nil {
+			s.writeError(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// checkAPIKey returns the 401 for a request without the configured API key
+// (nil when none is configured); why, when set, starts the message.
+func (s *Server) checkAPIKey(r *http.Request, why string) error {
+	if s.cfg.APIKey == "" {
+		return nil
+	}
+	got, ok := r.Header[http.CanonicalHeaderKey(sandbox.APIKeyHeader)]
+	if !ok || len(got) == 0 || got[0] == "" {
+		return apierror.New(http.StatusUnauthorized, apierror.CodeMissingAPIKey,
+			"%smissing API key: send it in the %s header", why, sandbox.APIKeyHeader)
+	}
+	if subtle.ConstantTimeCompare([]byte(got[0]), []byte(s.cfg.APIKey)) != 1 {
+		return apierror.New(http.StatusUnauthorized, apierror.CodeInvalidAPIKey, "%sinvalid API key", why)
+	}
+	return nil
 }
 
 // recoverPanics turns a handler panic into a 500 for that request only.

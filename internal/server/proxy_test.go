@@ -36,9 +36,9 @@ type proxyEnv struct {
 	hits    atomic.Int32
 }
 
-func newProxyEnv(t *testing.T, handler http.Handler) *proxyEnv {
+func newProxyEnv(t *testing.T, handler http.Handler, opts ...envOption) *proxyEnv {
 	t.Helper()
-	p := &proxyEnv{testEnv: newEnv(t)}
+	p := &proxyEnv{testEnv: newEnv(t, opts...)}
 	if handler == nil {
 		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")

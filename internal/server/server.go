@@ -97,6 +97,9 @@ type Server struct {
 	tokens tokenCache
 	// proxy forwards /sandboxes/{id}/proxy/{port}/... requests.
 	proxy *sandboxProxy
+	// callers tells requests from inside a sandbox; nil when the runtime
+	// cannot say (then none is treated as one).
+	callers *sandboxCallers
 
 	// bg is the context of background work started by handlers
 	// (snapshot workers); Run cancels it when it returns.
@@ -148,6 +151,9 @@ func New(cfg Config) (*Server, error) {
 	s.expiry = newExpiry()
 	s.bg, s.cancelBg = context.WithCancel(context.Background())
 	s.proxy = newSandboxProxy(s)
+	if sn, ok := cfg.Runtime.(runtime.SandboxNetworks); ok {
+		s.callers = &sandboxCallers{src: sn}
+	}
 	s.register()
 	s.handler = s.withRequestID(s.recoverPanics(s.logRequests(s.mux)))
 	return s, nil
