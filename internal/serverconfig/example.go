@@ -85,7 +85,9 @@ type = "docker"                  # required; "kubernetes" is not supported yet
 [docker]
 # The engine is found through DOCKER_HOST like the docker CLI finds it.
 network_mode = "bridge"          # "bridge" (own network per sandbox), "host", or a user-defined bridge network
-isolate_sandboxes = true         # bridge mode: sandboxes join bridge_network, where they cannot reach each other
+isolate_sandboxes = true         # bridge mode: sandboxes join bridge_network, which drops direct packets between
+                                 # containers; not traffic through the host (ports on a non-loopback host_ip, the
+                                 # server's proxy route). Firewall rules for docker0 do not cover its br-<id> bridge
 bridge_network = "opensandbox"   # created at start when missing; never removed
 host_ip = "127.0.0.1"            # host address sandbox ports are published on
 api_timeout = 180                # seconds the engine may take to answer a request

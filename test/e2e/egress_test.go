@@ -79,7 +79,10 @@ upstream_ca_file = %q
 	t.Run("other containers cannot reach the sidecar API", func(t *testing.T) {
 		ip := containerIP(t, "sandbox-egress-"+sb.ID(), sandboxNetwork)
 		// A neighbour sandbox without a policy tries the sidecar's
-		// bridge address directly.
+		// address on the sandbox network directly. Here the network
+		// itself drops the packet (inter-container communication is
+		// off); the sidecar's own filter is tested where nothing else
+		// would: TestEgressDockerAPIGuard.
 		other := sdkCreate(t, c, sandbox.CreateOptions{})
 		ex, err := other.Run(ctx, "curl -sS --connect-timeout 2 http://"+ip+":18080/healthz", sandbox.RunOptions{})
 		if err != nil {
@@ -208,6 +211,42 @@ upstream_ca_file = %q
 		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "name=sandbox-egress-"+sb.ID()).Output()
 		if strings.TrimSpace(string(out)) != "" {
 			t.Fatalf("sidecar left behind: %s", out)
+		}
+	})
+}
+
+// TestEgressDockerAPIGuard: on Docker's default bridge, where containers
+// reach each other (docker.isolate_sandboxes = false), the sidecar itself
+// keeps other containers off its API (the api_guard input chain drops
+// them), while the same neighbour reaches the same address on another
+// port: the sandbox's execd, served in the sidecar's namespace. That
+// shows the packets get through unless the sidecar drops them.
+func TestEgressDockerAPIGuard(t *testing.T) {
+	s := startServer(t, serverOpts{dockerTOML: "isolate_sandboxes = false\n", extraTOML: `
+[egress]
+mode = "dns+nft"
+`})
+	c := sdkClient(t, s, false)
+	sb := sdkCreate(t, c, sandbox.CreateOptions{NetworkPolicy: &sandbox.NetworkPolicy{DefaultAction: "deny"}})
+	neighbour := sdkCreate(t, c, sandbox.CreateOptions{})
+	ip := containerIP(t, "sandbox-egress-"+sb.ID(), "bridge")
+	containerIP(t, "sandbox-"+neighbour.ID(), "bridge") // the neighbour is on the same bridge
+
+	t.Run("control: the neighbour reaches the sidecar's namespace", func(t *testing.T) {
+		// Without the sandbox's execd token the answer is 401: an answer
+		// all the same, so the packets got through both ways.
+		ex := runIn(t, neighbour, "curl -sS -o /dev/null -w '%{http_code}' --connect-timeout 3 -m 10 http://"+ip+":44772/ping")
+		if ex.ExitCode != 0 || ex.Text() != "401" {
+			t.Fatalf("curl from the neighbour to execd behind the sidecar (%s:44772): exit %d %q %q; want an answer (401 without the token)",
+				ip, ex.ExitCode, ex.Text(), stderrOf(ex))
+		}
+	})
+	t.Run("the sidecar drops the neighbour's packets to its API", func(t *testing.T) {
+		ex := runIn(t, neighbour, "curl -sS --connect-timeout 2 http://"+ip+":18080/healthz")
+		// 28 is curl's timeout: the SYN went unanswered.
+		if ex.ExitCode != 28 {
+			t.Fatalf("neighbour reached the sidecar API (%s:18080): exit %d %q %q; want a connect timeout (28)",
+				ip, ex.ExitCode, ex.Text(), stderrOf(ex))
 		}
 	})
 }

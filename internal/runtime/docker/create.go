@@ -77,6 +77,8 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, ref string, imgL
 			return "", err
 		}
 		hc.NetworkMode = container.NetworkMode("container:" + sidecarID)
+	} else if err := r.checkNetwork(ctx); err != nil {
+		return "", err
 	}
 	var platform *ocispec.Platform
 	if p := spec.Platform; p != nil {

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -69,11 +70,63 @@ func (r *Runtime) setupNetwork(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// By name, as the engine itself resolves it when a container starts.
+	// By name, as the engine itself resolves it when a container starts;
+	// checkNetwork makes sure before each create that the name still
+	// means the network validated here.
 	r.network = nw.Name
+	r.netMu.Lock()
+	r.networkID = nw.ID
+	r.netMu.Unlock()
 	r.log.InfoContext(ctx, "sandbox network ready", "network", nw.Name, "id", shortID(nw.ID), "icc", iccOn(nw))
 	if len(o.EgressDNSUpstreams) == 0 && (o.EgressPath != "" || o.EgressImage != "") {
 		o.EgressDNSUpstreams = r.sidecarResolvers(ctx, nw.Name)
+	}
+	return nil
+}
+
+// checkNetwork runs before every sandbox or sidecar container is created
+// on a user-defined network: containers join it by name, and the network
+// behind the name may have changed since setupNetwork validated it —
+// `docker network prune` removes it while no container uses it, and
+// anyone may then create another of that name (with inter-container
+// communication on, the engine's default). One inspect by name tells: the
+// same id goes on. Otherwise the network is set up again as at start: a
+// missing managed network is created, another network of the name is
+// validated (managed: a bridge with inter-container communication off;
+// user-defined: an existing bridge) and refused with the same error as at
+// start, so the create fails before any container exists.
+func (r *Runtime) checkNetwork(ctx context.Context) error {
+	if r.network == networkHost || r.network == networkBridge {
+		return nil
+	}
+	if nw, err := r.cli.NetworkInspect(ctx, r.network, network.InspectOptions{}); err == nil {
+		r.netMu.Lock()
+		same := nw.ID == r.networkID
+		r.netMu.Unlock()
+		if same {
+			return nil
+		}
+	}
+	// Gone, replaced, ambiguous or the engine failed: validate again, one
+	// create at a time, so that concurrent creates create it only once.
+	r.netMu.Lock()
+	defer r.netMu.Unlock()
+	var (
+		nw  network.Inspect
+		err error
+	)
+	if r.opts.NetworkMode == networkBridge {
+		nw, err = r.managedNetwork(ctx, r.network)
+	} else {
+		nw, err = r.customNetwork(ctx, r.network)
+	}
+	if err != nil {
+		return err
+	}
+	if nw.ID != r.networkID {
+		r.log.WarnContext(ctx, "the sandbox network was removed or replaced since it was last checked; the new one passed the checks",
+			"network", nw.Name, "previous", shortID(r.networkID), "id", shortID(nw.ID), "icc", iccOn(nw))
+		r.networkID = nw.ID
 	}
 	return nil
 }
@@ -92,28 +145,34 @@ func (r *Runtime) managedNetwork(ctx context.Context, name string) (network.Insp
 		return network.Inspect{}, err
 	}
 	if len(nets) == 0 {
-		_, err := r.cli.NetworkCreate(ctx, name, network.CreateOptions{
+		_, createErr := r.cli.NetworkCreate(ctx, name, network.CreateOptions{
 			Driver:  bridgeDriver,
 			Options: map[string]string{iccOption: "false"},
 			Labels:  map[string]string{labelManagedNetwork: "true"},
 		})
 		switch {
-		case err == nil:
+		case createErr == nil:
 			r.log.InfoContext(ctx, "created the sandbox network", "network", name)
-		case cerrdefs.IsConflict(err) || cerrdefs.IsAlreadyExists(err):
+		case cerrdefs.IsConflict(createErr) || cerrdefs.IsAlreadyExists(createErr):
 			// Another server created it meanwhile: check that one.
 		default:
-			return network.Inspect{}, engineErr(err, "docker: create sandbox network %s", name)
+			return network.Inspect{}, engineErr(createErr, "docker: create sandbox network %s", name)
 		}
 		if nets, err = r.networksNamed(ctx, name); err != nil {
 			return network.Inspect{}, err
+		}
+		if len(nets) == 0 && createErr != nil {
+			return network.Inspect{}, fmt.Errorf("docker: create sandbox network %s: the engine says it exists (%w) but lists no network of that name: %w",
+				name, createErr, runtime.ErrUnavailable)
 		}
 		if len(nets) == 0 {
 			return network.Inspect{}, fmt.Errorf("docker: sandbox network %s is gone right after its creation: %w", name, runtime.ErrUnavailable)
 		}
 	}
 	if len(nets) > 1 {
-		r.removeDuplicates(ctx, nets)
+		if err := r.removeDuplicates(ctx, nets); err != nil {
+			return network.Inspect{}, err
+		}
 	}
 	nw, err := r.cli.NetworkInspect(ctx, nets[0].ID, network.InspectOptions{})
 	if err != nil {
@@ -128,24 +187,42 @@ func (r *Runtime) managedNetwork(ctx context.Context, name string) (network.Insp
 }
 
 // removeDuplicates removes every network of nets but the first (the
-// oldest), all of one name and made by racing creates. The engine refuses
-// to remove a network a container is on, and that is never forced: such a
-// duplicate is logged and left to the operator.
-func (r *Runtime) removeDuplicates(ctx context.Context, nets []network.Summary) {
+// oldest), all of one name, that carries the managed label: those are
+// what racing creates made. A network without it is someone else's and
+// is never removed, nor is one a container is on (the engine refuses,
+// and that is never forced). Either leaves the name ambiguous, so that no
+// container can start on it: that is an error naming the networks left
+// and the command that fixes it.
+func (r *Runtime) removeDuplicates(ctx context.Context, nets []network.Summary) error {
 	keep := nets[0]
+	var (
+		left []string
+		errs []error
+	)
 	for _, n := range nets[1:] {
+		if n.Labels[labelManagedNetwork] != "true" {
+			left = append(left, shortID(n.ID))
+			errs = append(errs, fmt.Errorf("%s has no %s label: not made by a server", shortID(n.ID), labelManagedNetwork))
+			continue
+		}
 		err := r.cli.NetworkRemove(ctx, n.ID)
 		switch {
-		case cerrdefs.IsNotFound(err):
-			// Another server removed it.
 		case err == nil:
 			r.log.InfoContext(ctx, "removed a duplicate of the sandbox network made by a concurrent start",
 				"network", n.Name, "removed", shortID(n.ID), "kept", shortID(keep.ID))
+		case cerrdefs.IsNotFound(err):
+			// Another server removed it.
 		default:
-			r.log.WarnContext(ctx, "cannot remove a duplicate of the sandbox network; containers cannot start on it until it is removed (docker network rm <id>)",
-				"network", n.Name, "duplicate", shortID(n.ID), "kept", shortID(keep.ID), "err", err)
+			left = append(left, shortID(n.ID))
+			errs = append(errs, fmt.Errorf("remove %s: %w", shortID(n.ID), err))
 		}
 	}
+	if len(left) == 0 {
+		return nil
+	}
+	return fmt.Errorf("docker: %d networks are named %s, so no container can start on it; the oldest, %s, is kept, and %s cannot be removed here (%w): "+
+		"remove them (docker network rm %s): %w",
+		len(nets), keep.Name, shortID(keep.ID), strings.Join(left, ", "), errors.Join(errs...), strings.Join(left, " "), runtime.ErrInvalid)
 }
 
 // customNetwork returns the user-defined network sandboxes were told to

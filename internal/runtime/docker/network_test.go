@@ -1,9 +1,12 @@
 package docker
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +17,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/versions"
 
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 )
@@ -269,5 +273,193 @@ func TestCustomNetwork(t *testing.T) {
 	wantClass(t, "setupNetwork on a null-driver network", err, runtime.ErrInvalid)
 	if err != nil && !strings.Contains(err.Error(), "driver") {
 		t.Errorf("error %q does not name the driver", err)
+	}
+}
+
+// TestNetworkRecheck: a create checks that the network's name still
+// means the network validated at start. Pruned while unused, the managed
+// network is created again (once, by concurrent creates); replaced by one
+// whose containers reach each other, creates fail with the start's error
+// before any container exists, until it is removed again.
+func TestNetworkRecheck(t *testing.T) {
+	needEngine(t)
+	name := testNetwork(t)
+	r := newTestRuntime(t, func(o *Options) { o.BridgeNetwork = name })
+	first := networkOf(t, name).ID
+
+	// docker network prune removes it: nothing is on it.
+	if out, err := dockerRun("network", "rm", name); err != nil {
+		t.Fatalf("docker network rm: %v\n%s", err, out)
+	}
+	specs := []runtime.Spec{baseSpec(t), baseSpec(t), baseSpec(t)}
+	var wg sync.WaitGroup
+	errs := make([]error, len(specs))
+	for i, spec := range specs {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, errs[i] = r.Create(ctx, spec)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Create #%d after the network was removed: %v", i, err)
+		}
+	}
+	if ids := strings.Fields(dockerOut("network", "ls", "-q", "--filter", "name=^"+name+"$")); len(ids) != 1 {
+		t.Fatalf("networks named %s after concurrent creates: %q; want exactly one", name, ids)
+	}
+	nw := networkOf(t, name)
+	if nw.ID == first || nw.Options[iccOption] != "false" || nw.Labels[labelManagedNetwork] != "true" {
+		t.Errorf("recreated network %s: options %v labels %v; want a new one with %s=false and %s=true",
+			shortID(nw.ID), nw.Options, nw.Labels, iccOption, labelManagedNetwork)
+	}
+	for _, spec := range specs {
+		if mode, nets := attachedTo(t, spec.ID); mode != name || !slices.Equal(nets, []string{name}) {
+			t.Errorf("sandbox %s: network mode %q on %q; want %s on [%s]", spec.ID, mode, nets, name, name)
+		}
+	}
+	if res := run(t, r, specs[0].ID, specs[0].ExecdToken, "echo hi"); res.exit != "0" {
+		t.Errorf("command in a sandbox on the recreated network = %+v", res)
+	}
+	for _, spec := range specs {
+		if err := r.Delete(testCtx(t), spec.ID); err != nil {
+			t.Fatalf("Delete(%s): %v", spec.ID, err)
+		}
+	}
+
+	// Someone recreates it with the engine's defaults: ICC on.
+	if out, err := dockerRun("network", "rm", name); err != nil {
+		t.Fatalf("docker network rm: %v\n%s", err, out)
+	}
+	if out, err := dockerRun("network", "create", "--driver", "bridge", name); err != nil {
+		t.Fatalf("docker network create: %v\n%s", err, out)
+	}
+	open := networkOf(t, name).ID
+	for range 2 { // refused every time, not only the first
+		spec := baseSpec(t)
+		_, err := r.Create(testCtx(t), spec)
+		wantClass(t, "Create on a replaced network with ICC on", err, runtime.ErrInvalid)
+		for _, w := range []string{name, iccOption, "docker network rm " + name, "isolate_sandboxes = false"} {
+			if err != nil && !strings.Contains(err.Error(), w) {
+				t.Errorf("error %q does not contain %q", err, w)
+			}
+		}
+		if containerExists(containerName(spec.ID)) {
+			t.Errorf("Create on a network with ICC on left container %s", containerName(spec.ID))
+		}
+	}
+	if nw := networkOf(t, name); nw.ID != open || len(nw.Containers) != 0 {
+		t.Errorf("the refused network was changed or used: id %s containers %v", shortID(nw.ID), nw.Containers)
+	}
+
+	// Removed again, the next create makes an isolated one.
+	if out, err := dockerRun("network", "rm", name); err != nil {
+		t.Fatalf("docker network rm: %v\n%s", err, out)
+	}
+	mustCreate(t, r, baseSpec(t))
+	if nw := networkOf(t, name); nw.Options[iccOption] != "false" {
+		t.Errorf("network after removing the refused one: options %v; want %s=false", nw.Options, iccOption)
+	}
+}
+
+// TestCustomNetworkRecheck: a user-defined network replaced by another
+// bridge of the name is used; once it is gone, creates fail.
+func TestCustomNetworkRecheck(t *testing.T) {
+	needEngine(t)
+	name := testNetwork(t)
+	if out, err := dockerRun("network", "create", "--driver", "bridge", name); err != nil {
+		t.Fatalf("docker network create: %v\n%s", err, out)
+	}
+	r := newTestRuntime(t, func(o *Options) { o.NetworkMode = name })
+	for _, args := range [][]string{{"network", "rm", name}, {"network", "create", "--driver", "bridge", name}} {
+		if out, err := dockerRun(args...); err != nil {
+			t.Fatalf("docker %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	spec := baseSpec(t)
+	mustCreate(t, r, spec)
+	if mode, _ := attachedTo(t, spec.ID); mode != name {
+		t.Errorf("sandbox network mode %q, want %s", mode, name)
+	}
+	if err := r.Delete(testCtx(t), spec.ID); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if out, err := dockerRun("network", "rm", name); err != nil {
+		t.Fatalf("docker network rm: %v\n%s", err, out)
+	}
+	spec = baseSpec(t)
+	_, err := r.Create(testCtx(t), spec)
+	wantClass(t, "Create on a removed custom network", err, runtime.ErrInvalid)
+	if err != nil && !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("error %q does not say that network %s does not exist", err, name)
+	}
+	if containerExists(containerName(spec.ID)) {
+		t.Errorf("Create on a missing network left container %s", containerName(spec.ID))
+	}
+	if _, err := env.cli.NetworkInspect(testCtx(t), name, network.InspectOptions{}); err == nil {
+		t.Errorf("a custom network was created by the runtime")
+	}
+}
+
+// createDuplicate makes a network of a name that may already exist, as
+// racing creates do on engines before API 1.44; the client package
+// always asks those to refuse duplicates, so the request is sent as is.
+func createDuplicate(t *testing.T, name string, labels map[string]string) string {
+	t.Helper()
+	if v := env.cli.ClientVersion(); !versions.LessThan(v, "1.44") {
+		t.Skipf("engine API %s refuses networks of a name in use", v)
+	}
+	body, _ := json.Marshal(map[string]any{"Name": name, "Driver": bridgeDriver, "CheckDuplicate": false,
+		"Options": map[string]string{iccOption: "false"}, "Labels": labels})
+	req, _ := http.NewRequestWithContext(testCtx(t), http.MethodPost, "http://docker/v"+env.cli.ClientVersion()+"/networks/create", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := env.cli.HTTPClient().Do(req)
+	if err != nil {
+		t.Fatalf("create network %s: %v", name, err)
+	}
+	defer resp.Body.Close()
+	var out struct{ ID string }
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusCreated || out.ID == "" {
+		t.Fatalf("create network %s: %s %v", name, resp.Status, err)
+	}
+	time.Sleep(1100 * time.Millisecond) // Created has a resolution of a second on some engines: keep the order certain
+	return out.ID
+}
+
+// TestDuplicateNetworks: of several networks of the managed name only
+// labelled ones made after the oldest are removed; another one makes New
+// fail with the names and the fix.
+func TestDuplicateNetworks(t *testing.T) {
+	needEngine(t)
+	managed := map[string]string{labelManagedNetwork: "true"}
+
+	name := testNetwork(t)
+	kept := createDuplicate(t, name, nil)
+	dup := createDuplicate(t, name, managed)
+	r := newTestRuntime(t, func(o *Options) { o.BridgeNetwork = name })
+	if _, err := env.cli.NetworkInspect(testCtx(t), dup, network.InspectOptions{}); err == nil {
+		t.Errorf("the labelled duplicate %s was not removed", shortID(dup))
+	}
+	if got := networkOf(t, name).ID; got != kept {
+		t.Errorf("network %s is %s, want the oldest %s", name, shortID(got), shortID(kept))
+	}
+	if r.networkID != kept {
+		t.Errorf("runtime validated %s, want %s", shortID(r.networkID), shortID(kept))
+	}
+
+	name = testNetwork(t)
+	createDuplicate(t, name, managed)
+	foreign := createDuplicate(t, name, nil)
+	_, err := New(testCtx(t), Options{Client: env.cli, ExecdPath: env.execd, BridgeNetwork: name})
+	wantClass(t, "New with an unlabelled duplicate", err, runtime.ErrInvalid)
+	for _, w := range []string{name, shortID(foreign), "docker network rm " + shortID(foreign), labelManagedNetwork} {
+		if err != nil && !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not contain %q", err, w)
+		}
+	}
+	if _, err := env.cli.NetworkInspect(testCtx(t), foreign, network.InspectOptions{}); err != nil {
+		t.Errorf("the unlabelled duplicate was removed: %v", err)
 	}
 }

@@ -122,6 +122,11 @@ type Runtime struct {
 	// network is what containers' NetworkMode names: "host", "bridge"
 	// or the name of a user-defined network (see setupNetwork).
 	network string
+	// netMu guards networkID: the id of the network named network as
+	// last validated (see checkNetwork); empty in host mode and on the
+	// default bridge, which need no check.
+	netMu     sync.Mutex
+	networkID string
 	// http reaches execd inside sandboxes; it never uses a proxy.
 	http *http.Client
 	// egressRef caches the sidecar image built from EgressPath.
