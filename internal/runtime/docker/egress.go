@@ -350,6 +350,10 @@ func (r *Runtime) liveSidecar(ctx context.Context, id string, c container.Inspec
 	return sc, nil
 }
 
+// DefaultOrphanGrace is how old a sidecar without its sandbox must be
+// before it counts as an orphan.
+const DefaultOrphanGrace = 10 * time.Minute
+
 var errSidecarDown = errors.New("the egress sidecar is not running; the sandbox has no network")
 
 // removeOrphanSidecars removes sidecars whose sandbox container is gone
@@ -367,6 +371,11 @@ func (r *Runtime) removeOrphanSidecars(ctx context.Context) {
 	}
 	for _, c := range cs {
 		id := c.Labels[labelEgressOf]
+		// A young sidecar may belong to a create in progress on another
+		// server sharing the engine: its sandbox container comes next.
+		if time.Since(time.Unix(c.Created, 0)) < r.opts.OrphanGrace {
+			continue
+		}
 		if _, err := r.cli.ContainerInspect(ctx, containerName(id)); classOf(err) != runtime.ErrNotFound {
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 
@@ -198,7 +199,12 @@ func TestOrphanSidecarsRemoved(t *testing.T) {
 	t.Cleanup(func() {
 		env.cli.ContainerRemove(context.Background(), created.ID, container.RemoveOptions{Force: true})
 	})
+	// A young one may be a create in progress on another server.
 	newTestRuntime(t, nil)
+	if _, err := env.cli.ContainerInspect(ctx, created.ID); err != nil {
+		t.Fatalf("a sidecar created just now was removed as an orphan: %v", err)
+	}
+	newTestRuntime(t, func(o *Options) { o.OrphanGrace = time.Nanosecond })
 	if _, err := env.cli.ContainerInspect(ctx, created.ID); classOf(err) != runtime.ErrNotFound {
 		t.Fatalf("orphan sidecar still there: %v", err)
 	}

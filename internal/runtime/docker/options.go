@@ -40,6 +40,11 @@ type Options struct {
 	IsolateSandboxes *bool
 	// BridgeNetwork names that network; default DefaultBridgeNetwork.
 	BridgeNetwork string
+	// OrphanGrace is how old an egress sidecar whose sandbox container is
+	// missing must be before New removes it (younger ones may belong to
+	// a create in progress on another server); 0 means
+	// DefaultOrphanGrace.
+	OrphanGrace time.Duration
 	// HostIP is the host address ports are published on and that Address
 	// reports; default "127.0.0.1".
 	HostIP string
@@ -241,6 +246,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.HostIP == "" {
 		o.HostIP = "127.0.0.1"
+	}
+	if o.OrphanGrace <= 0 {
+		o.OrphanGrace = DefaultOrphanGrace
 	}
 	if net.ParseIP(o.HostIP) == nil {
 		return fmt.Errorf("docker: host IP %q is not an IP address: %w", o.HostIP, runtime.ErrInvalid)
