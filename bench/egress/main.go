@@ -1,7 +1,8 @@
 // Command egress-bench measures the credential-injecting TLS proxy: HTTPS
 // requests (keep-alive, C at a time) to a loopback origin through the proxy
 // with a bearer credential injected, against the same requests sent directly
-// to the origin in the same run. Direct and proxied rounds alternate and the
+// to the origin in the same run. The shared-cores measurement also prints
+// rows for a host without binding, whose connections the proxy splices. Direct and proxied rounds alternate and the
 // medians are printed: requests/s, p50 latency, CPU time per request and the
 // ratios, for three response sizes, in two measurements:
 //
@@ -90,6 +91,8 @@ func main() {
 const (
 	secret    = "bench-secret-token"
 	benchHost = "api.bench.test"
+	// spliceHost has no binding: its connections pass the proxy spliced.
+	spliceHost = "other.bench.test"
 )
 
 // workload is one response size.
@@ -154,7 +157,8 @@ func run(n, c, rounds int, cpuprofile string) error {
 		bodies["/b/"+strconv.Itoa(w.size)] = []byte(strings.Repeat("x", w.size))
 	}
 	origin := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("X-Bench-Direct") == "" && r.Header.Get("Authorization") != "Bearer "+secret {
+		bound := strings.HasPrefix(r.Host, benchHost+":")
+		if bound && r.Header.Get("X-Bench-Direct") == "" && r.Header.Get("Authorization") != "Bearer "+secret {
 			http.Error(w, "missing credential", http.StatusForbidden)
 			return
 		}
@@ -203,12 +207,21 @@ func run(n, c, rounds int, cpuprofile string) error {
 	go p.Serve(pctx, ln)
 	fmt.Printf("\n1. shared cores: client, proxy and origin in this process, GOMAXPROCS %d, unpinned\n", runtime.GOMAXPROCS(0))
 	direct, proxied := newClient(originCA.Certificate(), originAddr, c), newClient(proxyCA.Certificate(), ln.Addr().String(), c)
-	sharedVerdict, err := compare(ctx, base, n, c, rounds, direct, proxied, cpuprofile, nil)
+	sharedVerdict, err := compare(ctx, base, n, c, rounds, direct, proxied, cpuprofile, nil, "proxy")
 	if err != nil {
 		return fmt.Errorf("shared cores: %w", err)
 	}
+	// The same, for a host no binding covers: the proxy splices the TCP
+	// stream (the client sees the origin's certificate).
+	fmt.Printf("   spliced: %s has no binding, the proxy copies its connections untouched\n", spliceHost)
+	spliced := newClient(originCA.Certificate(), ln.Addr().String(), c)
+	spliceBase := "https://" + spliceHost + ":" + strconv.Itoa(port) + "/b/"
+	if _, err := compare(ctx, spliceBase, n, c, rounds, direct, spliced, "", nil, "splice"); err != nil {
+		return fmt.Errorf("shared cores, spliced: %w", err)
+	}
 	direct.CloseIdleConnections()
 	proxied.CloseIdleConnections()
+	spliced.CloseIdleConnections()
 	pcancel()
 	fmt.Println("   ceiling = CPU/req direct ÷ CPU/req proxied: the most a CPU-bound run can reach while client, proxy and origin share these CPUs")
 
@@ -286,7 +299,7 @@ func dedicated(ctx context.Context, originCA *tlsproxy.CA, originAddr string, po
 	direct, proxied := newClient(originCA.Certificate(), originAddr, c), newClient(proxyCA, child.addr, c)
 	defer direct.CloseIdleConnections()
 	defer proxied.CloseIdleConnections()
-	verdict, err = compare(ctx, base, n, c, rounds, direct, proxied, "", child.cpu)
+	verdict, err = compare(ctx, base, n, c, rounds, direct, proxied, "", child.cpu, "proxy")
 	if err != nil {
 		return "", "", err
 	}
@@ -454,17 +467,17 @@ func runProxy() error {
 }
 
 // compare runs the alternating rounds for every workload and prints one
-// row each; proxyCPU, when set, reads the proxy child's CPU time. It
-// returns the verdict on the target workload.
+// row each; proxyCPU, when set, reads the proxy child's CPU time; label
+// names the proxied column. It returns the verdict on the target workload.
 func compare(ctx context.Context, base string, n, c, rounds int, direct, proxied *http.Client, cpuprofile string,
-	proxyCPU func() (time.Duration, error)) (string, error) {
+	proxyCPU func() (time.Duration, error), label string) (string, error) {
 	child := proxyCPU != nil
 	if child {
 		fmt.Printf("%-8s %12s %10s %12s %10s %7s %11s %9s %9s %9s %8s %9s\n",
-			"response", "direct req/s", "p50", "proxy req/s", "p50", "ratio", "p50 added", "CPU/req d", "CPU/req p", "proxy CPU", "ceiling", "busy p")
+			"response", "direct req/s", "p50", label+" req/s", "p50", "ratio", "p50 added", "CPU/req d", "CPU/req p", "proxy CPU", "ceiling", "busy p")
 	} else {
 		fmt.Printf("%-8s %12s %10s %12s %10s %7s %11s %9s %9s %8s\n",
-			"response", "direct req/s", "p50", "proxy req/s", "p50", "ratio", "p50 added", "CPU/req d", "CPU/req p", "ceiling")
+			"response", "direct req/s", "p50", label+" req/s", "p50", "ratio", "p50 added", "CPU/req d", "CPU/req p", "ceiling")
 	}
 	var verdict string
 	for _, w := range workloads {

@@ -6,14 +6,22 @@
 // forwards the request to the real origin over TLS verified against the
 // system roots.
 //
-// Only HTTP/1.1 is spoken to the sandbox (ALPN offers http/1.1 only). Bodies
-// stream both ways; nothing is buffered whole. Header values are never
-// logged. Origin connections are kept alive and reused (and their TLS
+// Only connections a binding could match are terminated. The proxy reads
+// each connection's ClientHello without answering it; when the Injector (as
+// a HostMatcher) rules out every request to that SNI name (or, without SNI,
+// destination IP) and port, the connection is spliced to its original
+// destination byte for byte, keeping the origin's certificate and ALPN. The
+// decision is per connection, taken when it opens.
+//
+// Only HTTP/1.1 is spoken on terminated connections (ALPN offers http/1.1
+// only). Bodies stream both ways; nothing is buffered whole. Header values
+// and payload are never logged. Origin connections are kept alive and reused (and their TLS
 // sessions resumed) only for the same original destination and server
 // name; credentials are per request, never per connection.
 //
 // The package uses the standard library only and must not import the vault
-// package: consumers hand it anything with a Match method.
+// package: consumers hand it anything with a Match method (and, optionally,
+// MayMatch).
 package tlsproxy
 
 import (

@@ -143,7 +143,7 @@ func TestUpgrade(t *testing.T) {
 	for _, tt := range []struct {
 		host string
 		want int
-	}{{"unbound.test", 101}, {"bearer.test", 502}} {
+	}{{"key.test", 101}, {"bearer.test", 502}} { // key.test: intercepted, nothing injected for GET
 		c, br := e.rawConn(t, tt.host)
 		io.WriteString(c, "GET / HTTP/1.1\r\nHost: "+tt.host+"\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\nfirst|")
 		resp, err := http.ReadResponse(br, nil)

@@ -11,15 +11,16 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/egress/hostname"
 )
 
 // Injector gives the headers to add to a request, and true, when exactly one
-// credential binding matches it. *vault.Store implements it.
+// credential binding matches it. *vault.Store implements it, and
+// HostMatcher too.
 type Injector interface {
 	Match(scheme, host string, port int, method, path string) (http.Header, bool)
 }
@@ -28,7 +29,10 @@ type Injector interface {
 type Config struct {
 	// CA mints the certificates the sandbox sees.
 	CA *CA
-	// Injector decides what to inject. Nil injects nothing.
+	// Injector decides what to inject. Nil injects nothing, and then every
+	// connection is spliced. When it also implements HostMatcher, only
+	// connections for which MayMatch is true are intercepted; otherwise all
+	// are.
 	Injector Injector
 	// OriginalDst returns where the sandbox meant to connect: in production
 	// the pre-redirect address of a transparently redirected connection; in
@@ -39,17 +43,24 @@ type Config struct {
 	// Dial opens upstream connections (production marks them so the
 	// redirect rule skips them). Nil uses a net.Dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	// Logger receives errors; never header values. Nil discards.
+	// HelloTimeout bounds the wait for a connection's ClientHello, which
+	// decides between intercepting and splicing. Zero means 10 s.
+	HelloTimeout time.Duration
+	// Logger receives errors and, at debug level, one line per connection
+	// (destination, SNI name, intercepted or spliced); never header values
+	// or payload. Nil discards.
 	Logger *slog.Logger
 }
 
 // Proxy terminates the sandbox's TLS, injects credentials and forwards to the
 // origin. Create it with New and run it with Serve.
 type Proxy struct {
-	cfg       Config
-	log       *slog.Logger
-	upstreams *upstreams
-	tlsConfig *tls.Config
+	cfg          Config
+	log          *slog.Logger
+	dial         func(ctx context.Context, network, addr string) (net.Conn, error)
+	helloTimeout time.Duration
+	upstreams    *upstreams
+	tlsConfig    *tls.Config
 }
 
 type connKey struct{}
@@ -89,6 +100,11 @@ func New(cfg Config) (*Proxy, error) {
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	}
+	p.dial = dial
+	p.helloTimeout = cfg.HelloTimeout
+	if p.helloTimeout <= 0 {
+		p.helloTimeout = defaultHelloTimeout
+	}
 	p.upstreams = newUpstreams(roots, dial)
 	p.tlsConfig = &tls.Config{
 		MinVersion:     tls.VersionTLS12,
@@ -98,9 +114,16 @@ func New(cfg Config) (*Proxy, error) {
 	return p, nil
 }
 
-// Serve accepts TLS connections on ln until ctx ends, then closes ln and all
+// Serve accepts connections on ln until ctx ends, then closes ln and all
 // connections and returns nil. Other failures of ln are returned.
+//
+// Each connection's ClientHello is read first. A connection that a binding
+// could match (see HostMatcher) is terminated and its requests go through
+// the proxy; any other is spliced, byte for byte, to its original
+// destination. The decision is made once per connection: a binding added
+// later applies to later connections only.
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
+	q := newConnQueue(ln.Addr())
 	srv := &http.Server{
 		Handler:           http.HandlerFunc(p.serveHTTP),
 		ReadHeaderTimeout: 30 * time.Second,
@@ -109,39 +132,80 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){},
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ConnContext: func(c context.Context, conn net.Conn) context.Context {
-			raw := conn
-			if tc, ok := conn.(*tls.Conn); ok {
-				raw = tc.NetConn()
-			}
-			host, port := p.cfg.OriginalDst(raw)
-			return context.WithValue(c, connKey{}, &connInfo{host: host, port: port, addr: net.JoinHostPort(host, strconv.Itoa(port))})
+			return context.WithValue(c, connKey{}, connDst(conn))
 		},
 		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 	}
-	done := make(chan struct{})
-	defer close(done)
+	var conns connSet
+	var wg sync.WaitGroup
+	wg.Go(func() { srv.Serve(q) }) // returns when q closes
 	endServe := p.upstreams.serve()
 	defer endServe()
-	go func() {
+	done := make(chan struct{})
+	wg.Go(func() {
 		tick := time.NewTicker(idleTimeout / 3)
 		defer tick.Stop()
 		for {
 			select {
 			case <-ctx.Done():
-				srv.Close()
-				return
 			case <-done:
-				return
 			case <-tick.C:
 				p.upstreams.closeExpired()
+				continue
 			}
+			ln.Close()
+			srv.Close() // closes q and the intercepted connections
+			conns.closeAll()
+			return
 		}
-	}()
-	err := srv.Serve(tls.NewListener(ln, p.tlsConfig))
-	if errors.Is(err, http.ErrServerClosed) && ctx.Err() != nil {
+	})
+	err := p.accept(ctx, ln, &conns, q, &wg)
+	close(done)
+	wg.Wait()
+	if ctx.Err() != nil {
 		return nil
 	}
 	return fmt.Errorf("tlsproxy: serve: %w", err)
+}
+
+// accept accepts connections and routes each on its own goroutine until ln
+// fails; temporary failures (out of file descriptors) are retried with
+// backoff, like net/http does.
+func (p *Proxy) accept(ctx context.Context, ln net.Listener, conns *connSet, q *connQueue, wg *sync.WaitGroup) error {
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			var te interface{ Temporary() bool }
+			if ctx.Err() != nil || !errors.As(err, &te) || !te.Temporary() {
+				return err
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			p.log.Warn("tlsproxy: accept failed; retrying", "err", err, "in", backoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+			continue
+		}
+		backoff = 0
+		wg.Go(func() { p.route(ctx, c, conns, q) })
+	}
+}
+
+// connDst returns the original destination recorded for an intercepted
+// connection (a *tls.Conn over a *replayConn), or nil.
+func connDst(c net.Conn) *connInfo {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if rc, ok := c.(*replayConn); ok {
+		return rc.dst
+	}
+	return nil
 }
 
 // certificate mints the leaf for the SNI name, or for the destination IP
@@ -149,7 +213,9 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 func (p *Proxy) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	name := hello.ServerName
 	if name == "" {
-		name, _ = p.cfg.OriginalDst(hello.Conn)
+		if dst := connDst(hello.Conn); dst != nil {
+			name = dst.host
+		}
 	}
 	if name == "" {
 		return nil, errors.New("tlsproxy: no server name and no original destination")

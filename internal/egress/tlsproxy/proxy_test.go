@@ -21,6 +21,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/egress/vault"
 )
@@ -36,11 +37,14 @@ var allSecrets = []string{secretBearer, secretBasic, secretKey, secretID}
 
 // env is one proxy between a "sandbox" client and a loopback origin.
 type env struct {
-	client     *http.Client // trusts only the proxy CA; every dial goes to the proxy
+	client     *http.Client // trusts the proxy CA and the origin's (as system roots); every dial goes to the proxy
 	originPort int
+	proxyAddr  string
 	mu         sync.Mutex
 	seen       []http.Header // request headers the origin received
 	proxyCA    *CA
+	originCA   *CA
+	stop       func() // cancels Serve and waits for it to return
 	// originConns counts connections the origin accepted, and
 	// originFullHandshakes the TLS handshakes that did not resume.
 	originConns, originFullHandshakes atomic.Int64
@@ -64,11 +68,23 @@ func (e *env) lastSeen(t *testing.T) http.Header {
 // vault with the given bindings and the proxy, all on loopback.
 func newEnv(t *testing.T, bindings []vault.CredentialBinding, handler http.HandlerFunc) *env {
 	t.Helper()
+	return newEnvWith(t, bindings, handler, envOptions{})
+}
+
+// envOptions are the settings a few tests change.
+type envOptions struct {
+	http2        bool          // the origin offers h2 (and the client asks for it)
+	helloTimeout time.Duration // Config.HelloTimeout
+}
+
+func newEnvWith(t *testing.T, bindings []vault.CredentialBinding, handler http.HandlerFunc, opts envOptions) *env {
+	t.Helper()
 	e := &env{}
 	originCA, err := NewCA("origin")
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.originCA = originCA
 	if handler == nil {
 		handler = func(w http.ResponseWriter, r *http.Request) {
 			e.mu.Lock()
@@ -79,10 +95,18 @@ func newEnv(t *testing.T, bindings []vault.CredentialBinding, handler http.Handl
 		}
 	}
 	origin := httptest.NewUnstartedServer(handler)
-	origin.TLS = &tls.Config{GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
-		e.originFullHandshakes.Add(1) // not called when a session resumes
-		return originCA.Leaf(h.ServerName)
-	}}
+	origin.EnableHTTP2 = opts.http2
+	ipLeaf, err := originCA.Leaf("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin.TLS = &tls.Config{
+		Certificates: []tls.Certificate{*ipLeaf}, // without SNI
+		GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			e.originFullHandshakes.Add(1) // not called when a session resumes
+			return originCA.Leaf(h.ServerName)
+		},
+	}
 	origin.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			e.originConns.Add(1)
@@ -109,10 +133,11 @@ func newEnv(t *testing.T, bindings []vault.CredentialBinding, handler http.Handl
 		t.Fatal(err)
 	}
 	p, err := New(Config{
-		CA:          e.proxyCA,
-		Injector:    store,
-		OriginalDst: func(net.Conn) (string, int) { return "127.0.0.1", e.originPort },
-		ExtraRoots:  []*x509.Certificate{originCA.Certificate()},
+		CA:           e.proxyCA,
+		Injector:     store,
+		OriginalDst:  func(net.Conn) (string, int) { return "127.0.0.1", e.originPort },
+		ExtraRoots:   []*x509.Certificate{originCA.Certificate()},
+		HelloTimeout: opts.helloTimeout,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -124,15 +149,18 @@ func newEnv(t *testing.T, bindings []vault.CredentialBinding, handler http.Handl
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- p.Serve(ctx, ln) }()
-	t.Cleanup(func() {
+	e.stop = sync.OnceFunc(func() {
 		cancel()
 		if err := <-served; err != nil {
 			t.Errorf("Serve() = %v, want nil after cancel", err)
 		}
 	})
+	t.Cleanup(e.stop)
 	roots := x509.NewCertPool()
 	roots.AddCert(e.proxyCA.Certificate())
+	roots.AddCert(originCA.Certificate()) // spliced connections show the origin's certificate
 	proxyAddr := ln.Addr().String()
+	e.proxyAddr = proxyAddr
 	tr := &http.Transport{
 		TLSClientConfig:    &tls.Config{RootCAs: roots},
 		DisableCompression: true,
@@ -140,6 +168,7 @@ func newEnv(t *testing.T, bindings []vault.CredentialBinding, handler http.Handl
 			return (&net.Dialer{}).DialContext(ctx, network, proxyAddr) // the transparent redirect
 		},
 		MaxIdleConnsPerHost: 64,
+		ForceAttemptHTTP2:   opts.http2,
 	}
 	t.Cleanup(tr.CloseIdleConnections)
 	e.client = &http.Client{Transport: tr}
@@ -518,7 +547,8 @@ func TestOriginConnectionReused(t *testing.T) {
 	if got := e.originConns.Load(); got != 1 {
 		t.Errorf("after a new sandbox connection: origin accepted %d connections, want 1", got)
 	}
-	if code, _ := e.do(t, "GET", e.url("unbound.test", "/"), nil, nil); code != 200 {
+	// key.test is bound (for POST only), so its connection is intercepted.
+	if code, _ := e.do(t, "GET", e.url("key.test", "/"), nil, nil); code != 200 {
 		t.Fatalf("status %d, want 200", code)
 	}
 	if got := e.originConns.Load(); got != 2 {
@@ -582,6 +612,7 @@ func TestPoolKeyedByOriginalDst(t *testing.T) {
 	}
 	p, err := New(Config{
 		CA:          ca,
+		Injector:    noHostMatcher{}, // intercept every connection
 		OriginalDst: func(net.Conn) (string, int) { return dst.Load().(string), port },
 		ExtraRoots:  []*x509.Certificate{originCA.Certificate()},
 	})
@@ -616,4 +647,12 @@ func TestPoolKeyedByOriginalDst(t *testing.T) {
 			t.Errorf("request for destination %s answered by %q", want, b)
 		}
 	}
+}
+
+// noHostMatcher injects nothing and has no MayMatch, so the proxy
+// intercepts every connection (its behaviour before HostMatcher existed).
+type noHostMatcher struct{}
+
+func (noHostMatcher) Match(string, string, int, string, string) (http.Header, bool) {
+	return nil, false
 }

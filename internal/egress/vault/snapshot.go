@@ -151,10 +151,15 @@ func pathMatches(pattern, path string) bool {
 
 // matches reports whether the request (normalized) is selected by m.
 func matches(m *RequestMatch, scheme, host string, port int, method, path string) bool {
-	return slices.Contains(m.Schemes, scheme) && slices.Contains(m.Ports, port) &&
-		slices.Contains(m.Methods, method) &&
-		slices.ContainsFunc(m.Hosts, func(p string) bool { return hostMatches(p, host) }) &&
+	return matchesDest(m, scheme, host, port) && slices.Contains(m.Methods, method) &&
 		slices.ContainsFunc(m.Paths, func(p string) bool { return pathMatches(p, path) })
+}
+
+// matchesDest reports whether m selects requests with this scheme to this
+// (normalized) host and port, for some method and path.
+func matchesDest(m *RequestMatch, scheme, host string, port int) bool {
+	return slices.Contains(m.Schemes, scheme) && slices.Contains(m.Ports, port) &&
+		slices.ContainsFunc(m.Hosts, func(p string) bool { return hostMatches(p, host) })
 }
 
 // overlap reports whether some request could match both a and b, and names

@@ -240,6 +240,25 @@ func (s *Store) Match(scheme, host string, port int, method, path string) (http.
 	return snap.injected[found].Clone(), true
 }
 
+// MayMatch reports whether some https request to host and port, whatever
+// its method and path, could match a binding. Hosts compare as in Match.
+// The TLS proxy intercepts only connections for which it is true, so it
+// reflects the vault when a connection opens: a binding added later applies
+// to later connections.
+func (s *Store) MayMatch(host string, port int) bool {
+	snap := s.cur.Load()
+	if snap == nil {
+		return false
+	}
+	host = hostname.Canonical(host)
+	for i := range snap.bindings {
+		if matchesDest(&snap.bindings[i].match, "https", host, port) {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Store) load() (*snapshot, error) {
 	snap := s.cur.Load()
 	if snap == nil {

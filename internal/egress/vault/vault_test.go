@@ -190,6 +190,75 @@ func TestMatch(t *testing.T) {
 	}
 }
 
+func TestMayMatch(t *testing.T) {
+	s := NewStore()
+	if s.MayMatch("api.github.com", 443) {
+		t.Errorf("MayMatch() with no vault = true, want false")
+	}
+	req := validRequest()
+	key := binding("key", []string{"api.openai.com"}, Auth{Type: AuthAPIKey, Name: "x-api-key", Credential: "a"})
+	key.Match.Paths = []string{"/v1/*"}
+	key.Match.Methods = []string{"POST"}
+	ip := binding("ip", []string{"10.0.0.7", "fd00::7"}, Auth{Type: AuthBearer, Credential: "b"})
+	ip.Match.Ports = []int{8443}
+	req.Bindings = append(req.Bindings, key, ip)
+	if _, err := s.Create(req); err != nil {
+		t.Fatal(err)
+	}
+	check := func(t *testing.T, host string, port int, want bool) {
+		t.Helper()
+		if got := s.MayMatch(host, port); got != want {
+			t.Errorf("MayMatch(%q, %d) = %v, want %v", host, port, got, want)
+		}
+	}
+	for _, tt := range []struct {
+		host string
+		port int
+		want bool
+	}{
+		{"api.github.com", 443, true},
+		{"API.GitHub.com.", 443, true},
+		{"api.github.com", 8443, false}, // port mismatch
+		{"github.com", 443, false},
+		{"evil-api.github.com", 443, false},
+		{"x.example.com", 443, true}, // wildcard
+		{"a.b.example.com", 443, true},
+		{"example.com", 443, false}, // wildcard excludes the apex
+		{"example.com.evil.test", 443, false},
+		{"api.openai.com", 443, true}, // whatever method and path
+		{"10.0.0.7", 8443, true},
+		{"10.0.0.7", 443, false},
+		{"10.0.0.8", 8443, false},
+		{"FD00::7", 8443, true},
+		{"", 443, false},
+	} {
+		check(t, tt.host, tt.port, tt.want)
+	}
+
+	// A binding for plain http only could never match an https connection.
+	plain := binding("plain", []string{"plain.test"}, Auth{Type: AuthBearer, Credential: "a"})
+	plain.Match.Schemes = []string{"http"}
+	if _, err := s.Patch(PatchRequest{Bindings: &BindingOps{Add: []CredentialBinding{plain}}}); err != nil {
+		t.Fatal(err)
+	}
+	check(t, "plain.test", 443, false)
+
+	// Patches apply at once.
+	moved := binding("gh", []string{"api.github.com"}, Auth{Type: AuthBearer, Credential: "a"})
+	moved.Match.Ports = []int{8443}
+	if _, err := s.Patch(PatchRequest{Bindings: &BindingOps{Replace: []CredentialBinding{moved}, Delete: []string{"basic"}}}); err != nil {
+		t.Fatal(err)
+	}
+	check(t, "api.github.com", 443, false)
+	check(t, "api.github.com", 8443, true)
+	check(t, "x.example.com", 443, false)
+	if err := s.Delete(); err != nil {
+		t.Fatal(err)
+	}
+	check(t, "api.openai.com", 443, false)
+	check(t, "10.0.0.7", 8443, false)
+}
+
 func headerNames(h http.Header) []string {
 	var n []string
 	for k := range h {

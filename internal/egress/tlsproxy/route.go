@@ -1,0 +1,293 @@
+package tlsproxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// HostMatcher is an optional capability of an Injector: MayMatch reports
+// whether some https request to host and port could match a binding,
+// whatever its method and path. With it the proxy intercepts only such
+// connections and splices the others to their destination untouched.
+// *vault.Store implements it.
+type HostMatcher interface {
+	MayMatch(host string, port int) bool
+}
+
+// Limits of reading a ClientHello before deciding. A ClientHello is a few
+// hundred bytes to a few KiB (post-quantum key shares, many extensions).
+const (
+	defaultHelloTimeout = 10 * time.Second
+	maxHelloBytes       = 64 << 10
+)
+
+// errHelloRead ends the peek handshake once the ClientHello is parsed.
+var errHelloRead = errors.New("tlsproxy: client hello read")
+
+var errHelloTooLarge = errors.New("tlsproxy: client hello too large")
+
+// helloRecorder is the connection the peek handshake runs on: reads pass
+// through and are recorded (up to maxHelloBytes); writes (the alert the
+// aborted handshake sends) are discarded so the client sees nothing.
+type helloRecorder struct {
+	net.Conn
+	buf []byte
+}
+
+func (r *helloRecorder) Read(b []byte) (int, error) {
+	room := maxHelloBytes - len(r.buf)
+	if room <= 0 {
+		return 0, errHelloTooLarge
+	}
+	if len(b) > room {
+		b = b[:room]
+	}
+	n, err := r.Conn.Read(b)
+	r.buf = append(r.buf, b[:n]...)
+	return n, err
+}
+
+func (r *helloRecorder) Write(b []byte) (int, error) { return len(b), nil }
+
+// peekHello reads the client's first flight up to and including its
+// ClientHello without answering it. It returns the bytes read and the SNI
+// name ("" when the client sent none).
+func peekHello(c net.Conn, timeout time.Duration) (recorded []byte, sni string, err error) {
+	if err := c.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+		return nil, "", err
+	}
+	rec := &helloRecorder{Conn: c}
+	err = tls.Server(rec, &tls.Config{
+		GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+			sni = h.ServerName
+			return nil, errHelloRead
+		},
+	}).Handshake()
+	if !errors.Is(err, errHelloRead) {
+		if err == nil {
+			err = errors.New("handshake completed unexpectedly")
+		}
+		return nil, "", err
+	}
+	if err := c.SetReadDeadline(time.Time{}); err != nil {
+		return nil, "", err
+	}
+	return rec.buf, sni, nil
+}
+
+// replayConn is an intercepted sandbox connection: Read returns the
+// recorded ClientHello bytes first, then the rest of the stream. It carries
+// the connection's original destination.
+type replayConn struct {
+	net.Conn
+	pending []byte
+	dst     *connInfo
+}
+
+func (c *replayConn) Read(b []byte) (int, error) {
+	if len(c.pending) > 0 {
+		n := copy(b, c.pending)
+		c.pending = c.pending[n:]
+		if len(c.pending) == 0 {
+			c.pending = nil
+		}
+		return n, nil
+	}
+	return c.Conn.Read(b)
+}
+
+// connQueue is the net.Listener the HTTP server accepts intercepted
+// connections from.
+type connQueue struct {
+	addr net.Addr
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func newConnQueue(addr net.Addr) *connQueue {
+	return &connQueue{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (q *connQueue) Accept() (net.Conn, error) {
+	select {
+	case c := <-q.ch:
+		return c, nil
+	case <-q.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (q *connQueue) Close() error {
+	q.once.Do(func() { close(q.done) })
+	return nil
+}
+
+func (q *connQueue) Addr() net.Addr { return q.addr }
+
+// deliver hands c to the HTTP server; false when the queue is closed (the
+// caller still owns c).
+func (q *connQueue) deliver(c net.Conn) bool {
+	select {
+	case q.ch <- c:
+		return true
+	case <-q.done:
+		return false
+	}
+}
+
+// connSet tracks the connections Serve owns (being peeked at or spliced) so
+// that they close when Serve's context ends.
+type connSet struct {
+	mu     sync.Mutex
+	closed bool
+	m      map[net.Conn]struct{}
+}
+
+// add tracks c; false (and c closed) when the set is closed already.
+func (s *connSet) add(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		c.Close()
+		return false
+	}
+	if s.m == nil {
+		s.m = make(map[net.Conn]struct{})
+	}
+	s.m[c] = struct{}{}
+	return true
+}
+
+func (s *connSet) remove(c net.Conn) {
+	s.mu.Lock()
+	delete(s.m, c)
+	s.mu.Unlock()
+}
+
+// closeAll closes every tracked connection, and any added later.
+func (s *connSet) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for c := range s.m {
+		c.Close()
+	}
+	clear(s.m)
+}
+
+// route handles one accepted sandbox connection: it reads the ClientHello,
+// then hands the connection to the HTTP server (intercept) or splices it to
+// its original destination. It returns when the connection is handed over
+// or the splice ends.
+func (p *Proxy) route(ctx context.Context, raw net.Conn, conns *connSet, q *connQueue) {
+	if !conns.add(raw) {
+		return
+	}
+	owned := true
+	defer func() {
+		conns.remove(raw)
+		if owned {
+			raw.Close()
+		}
+	}()
+	host, port := p.cfg.OriginalDst(raw)
+	if host == "" || port == 0 {
+		p.log.Debug("tlsproxy: connection closed: original destination unknown")
+		return
+	}
+	dst := &connInfo{host: host, port: port, addr: net.JoinHostPort(host, strconv.Itoa(port))}
+	hello, sni, err := peekHello(raw, p.helloTimeout)
+	if err != nil {
+		p.log.Debug("tlsproxy: connection closed: no TLS ClientHello", "dest", dst.addr, "err", err)
+		return
+	}
+	if !p.intercepts(sni, dst) {
+		p.log.Debug("tlsproxy: connection spliced", "dest", dst.addr, "sni", sni)
+		p.splice(ctx, raw, hello, dst, conns)
+		return
+	}
+	p.log.Debug("tlsproxy: connection intercepted", "dest", dst.addr, "sni", sni)
+	// Once delivered, the HTTP server owns the connection and closes it
+	// when ctx ends.
+	conns.remove(raw)
+	if q.deliver(tls.Server(&replayConn{Conn: raw, pending: hello, dst: dst}, p.tlsConfig)) {
+		owned = false
+	}
+}
+
+// intercepts reports whether a connection for this SNI name (or, without
+// one, this destination IP) must be terminated because a binding could
+// match one of its requests.
+func (p *Proxy) intercepts(sni string, dst *connInfo) bool {
+	if p.cfg.Injector == nil {
+		return false
+	}
+	hm, ok := p.cfg.Injector.(HostMatcher)
+	if !ok {
+		return true
+	}
+	host := normHost(sni)
+	if host == "" {
+		host = normHost(dst.host)
+	}
+	return hm.MayMatch(host, dst.port)
+}
+
+// splice connects client to its original destination, sends the recorded
+// ClientHello bytes and copies both ways until both directions end or ctx
+// ends. Payload is never inspected or logged.
+func (p *Proxy) splice(ctx context.Context, client net.Conn, hello []byte, dst *connInfo, conns *connSet) {
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	up, err := p.dial(dctx, "tcp", dst.addr)
+	cancel()
+	if err != nil {
+		p.log.Debug("tlsproxy: splice: dial failed", "dest", dst.addr, "err", err)
+		return
+	}
+	if !conns.add(up) {
+		return
+	}
+	defer func() {
+		conns.remove(up)
+		up.Close()
+	}()
+	if _, err := up.Write(hello); err != nil {
+		p.log.Debug("tlsproxy: splice: write failed", "dest", dst.addr, "err", err)
+		return
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- pipe(up, client) }()
+	err = pipe(client, up)
+	if err2 := <-errc; err == nil {
+		err = err2
+	}
+	if err != nil && ctx.Err() == nil {
+		p.log.Debug("tlsproxy: splice ended with an error", "dest", dst.addr, "err", err)
+	}
+}
+
+// pipe copies src to dst, then half-closes dst. On an error it closes both,
+// which also ends the copy in the other direction.
+func pipe(dst, src net.Conn) error {
+	_, err := io.Copy(dst, src)
+	if err == nil {
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			err = cw.CloseWrite()
+		} else {
+			err = dst.Close()
+		}
+	}
+	if err != nil {
+		dst.Close()
+		src.Close()
+		return err
+	}
+	return nil
+}
