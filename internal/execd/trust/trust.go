@@ -65,22 +65,13 @@ func Install(caFile string, bundles []string, tmpDir string, getenv func(string)
 	}
 	var (
 		res      Result
-		seen     = map[string]bool{}
 		readable []byte
 		errs     []error
 	)
-	for _, b := range bundles {
-		real, err := filepath.EvalSymlinks(b)
-		if err != nil {
-			continue // absent in this image
-		}
-		if seen[real] {
+	for _, f := range readBundles(bundles) {
+		b, real, cur := f.name, f.real, f.cur
+		if f.dup {
 			res.Updated = append(res.Updated, b)
-			continue
-		}
-		seen[real] = true
-		cur, err := os.ReadFile(real)
-		if err != nil {
 			continue
 		}
 		rest, marked := strip(cur)
@@ -144,28 +135,50 @@ func Remove(bundles []string) (changed []string, err error) {
 		bundles = SystemBundles
 	}
 	var errs []error
+	for _, f := range readBundles(bundles) {
+		rest, marked := strip(f.cur)
+		if f.dup || !marked {
+			continue
+		}
+		if err := replaceFile(f.real, rest); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		changed = append(changed, f.name)
+	}
+	return changed, errors.Join(errs...)
+}
+
+// bundleFile is one bundle that exists in the image: the name it was
+// listed under, the file it resolves to and its content. dup marks a name
+// resolving to a file listed earlier (symlinked layouts).
+type bundleFile struct {
+	name, real string
+	cur        []byte
+	dup        bool
+}
+
+// readBundles reads the bundles that exist and can be read, in order.
+func readBundles(bundles []string) []bundleFile {
+	var out []bundleFile
 	seen := map[string]bool{}
 	for _, b := range bundles {
 		real, err := filepath.EvalSymlinks(b)
-		if err != nil || seen[real] {
+		if err != nil {
+			continue // absent in this image
+		}
+		if seen[real] {
+			out = append(out, bundleFile{name: b, real: real, dup: true})
 			continue
 		}
-		seen[real] = true
 		cur, err := os.ReadFile(real)
 		if err != nil {
 			continue
 		}
-		rest, marked := strip(cur)
-		if !marked {
-			continue
-		}
-		if err := replaceFile(real, rest); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		changed = append(changed, b)
+		seen[real] = true
+		out = append(out, bundleFile{name: b, real: real, cur: cur})
 	}
-	return changed, errors.Join(errs...)
+	return out
 }
 
 // strip returns b without its marked blocks, and whether it had any. A
