@@ -54,49 +54,74 @@ func (s *StatusRecorder) Write(p []byte) (int, error) {
 func (s *StatusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // FullDuplex lets a proxy relay the rest of a request body after the reply
-// has begun (the backend may answer first), and returns a function to
-// call once the proxying is over.
+// has begun (the backend may answer first). Proxy the request it returns,
+// and call done once the proxying is over.
 //
 // Full duplex has a catch: net/http then ignores a body that failed to
-// parse (a malformed chunk) when the request ends and keeps reading the
-// connection, so the bytes behind the bad chunk would be served as the
-// next request (request smuggling through a front proxy that forwards
-// them). The returned function ends such a connection instead: it flushes
-// what the reply holds and aborts the handler. Call it last, not deferred
-// (the abort is a panic).
-func FullDuplex(w http.ResponseWriter, r *http.Request) (done func()) {
+// parse (a malformed chunk) or was left unread, when the request ends, and
+// keeps reading the connection, so the bytes behind would be served as
+// the next request (request smuggling, or a desynchronised connection pool
+// in front). So done ends the connection unless the body was read to its
+// clean end: it flushes what the reply holds and aborts the handler. Call
+// it last, not deferred (the abort is a panic).
+//
+// r itself is left alone: net/http inspects the request it handed out
+// when deciding about the connection.
+func FullDuplex(w http.ResponseWriter, r *http.Request) (out *http.Request, done func()) {
 	// ErrNotSupported on HTTP/2, which is duplex already.
 	_ = http.NewResponseController(w).EnableFullDuplex()
 	if r.Body == nil || r.Body == http.NoBody {
-		return func() {}
+		return r, func() {}
 	}
 	b := &watchedBody{ReadCloser: r.Body}
-	r.Body = b
-	return func() {
-		if b.failed.Load() {
+	out = new(http.Request)
+	*out = *r
+	out.Body = b
+	return out, func() {
+		if !b.clean.Load() {
 			http.NewResponseController(w).Flush()
 			panic(http.ErrAbortHandler)
 		}
 	}
 }
 
-// BodyFailed reports whether reading r's body (as wrapped by FullDuplex)
-// has failed; a reply then should carry "Connection: close".
-func BodyFailed(r *http.Request) bool {
+// BodyUnfinished reports whether r's body (as wrapped by FullDuplex) has
+// not been read to its clean end; the connection will not be reused, and
+// a reply may say so with "Connection: close".
+func BodyUnfinished(r *http.Request) bool {
 	b, ok := r.Body.(*watchedBody)
-	return ok && b.failed.Load()
+	return ok && !b.clean.Load()
 }
 
-// watchedBody records a read error other than EOF.
+// watchedBody records whether the body was read to a clean EOF.
 type watchedBody struct {
 	io.ReadCloser
-	failed atomic.Bool
+	clean atomic.Bool
+	bad   atomic.Bool
+}
+
+// maxDrain bounds what Close reads of a body left unread, as net/http
+// itself does before reusing a connection.
+const maxDrain = 256 << 10
+
+// Close reads what is left of the body (up to maxDrain) before closing it,
+// so a body the backend did not need still ends the request cleanly and
+// the connection can be reused; a malformed or oversized rest cannot.
+func (b *watchedBody) Close() error {
+	if !b.clean.Load() && !b.bad.Load() {
+		io.CopyN(io.Discard, b, maxDrain)
+	}
+	return b.ReadCloser.Close()
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF {
-		b.failed.Store(true)
+	switch {
+	case err == io.EOF && !b.bad.Load():
+		b.clean.Store(true)
+	case err != nil && err != io.EOF:
+		b.bad.Store(true)
+		b.clean.Store(false)
 	}
 	return n, err
 }

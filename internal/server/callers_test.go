@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/apierror"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
@@ -43,28 +44,41 @@ func TestSandboxCallers(t *testing.T) {
 	if !c.fromSandbox(ctx, "10.1.2.3:5555") || c.fromSandbox(ctx, "127.0.0.1:5555") {
 		t.Fatal("with the subnets unknown, a non-loopback caller must count as a sandbox and loopback must not")
 	}
+	if n := src.calls.Load(); n != 1 {
+		t.Fatalf("SandboxSubnets called %d times within callerRetry of a failure; want 1", n)
+	}
 	src.fail.Store(false)
-	for addr, want := range map[string]bool{
-		"172.18.0.5:40000":          true,
-		"[::ffff:172.18.0.5]:40000": true, // IPv4-mapped
-		"[fd00:18::5]:1":            true,
-		"172.18.0.1:40000":          false, // the host's gateway address
-		"172.19.0.5:40000":          false,
-		"127.0.0.1:40000":           false,
-		"not an address":            true,
+	c.tried = time.Time{} // as if callerRetry had passed
+	for _, tc := range []struct {
+		addr string
+		want bool
+	}{
+		{"172.18.0.5:40000", true},
+		{"[::ffff:172.18.0.5]:40000", true}, // IPv4-mapped
+		{"[fd00:18::5]:1", true},
+		{"172.18.0.1:40000", false}, // the host's gateway address
+		{"127.0.0.1:40000", false},
+		{"not an address", true},
+		{"172.19.0.5:40000", false}, // unknown: asks again, at most every callerRetry
 	} {
-		if got := c.fromSandbox(ctx, addr); got != want {
-			t.Errorf("fromSandbox(%q) = %v, want %v", addr, got, want)
+		if got := c.fromSandbox(ctx, tc.addr); got != tc.want {
+			t.Errorf("fromSandbox(%q) = %v, want %v", tc.addr, got, tc.want)
 		}
 	}
-	// Cached: one engine call for all of the above.
-	if n := src.calls.Load(); n != 3 {
-		t.Errorf("SandboxSubnets called %d times; want 3 (two failed, then one cached)", n)
+	if n := src.calls.Load(); n != 2 {
+		t.Errorf("SandboxSubnets called %d times; want 2 (the failure, then one answer for all)", n)
+	}
+	// A recreated network with another subnet is learnt from its first
+	// caller once callerRetry has passed.
+	src.subnets = []netip.Prefix{netip.MustParsePrefix("172.19.0.0/16")}
+	c.tried = time.Time{}
+	if !c.fromSandbox(ctx, "172.19.0.5:1") {
+		t.Error("a caller in the new subnet is not recognised")
 	}
 	// Once learnt, an engine failure keeps what was known.
 	src.fail.Store(true)
-	c.at = c.at.Add(-2 * callerRefresh)
-	if !c.fromSandbox(ctx, "172.18.0.5:1") || c.fromSandbox(ctx, "172.19.0.5:1") {
+	c.at, c.tried = time.Time{}, time.Time{}
+	if !c.fromSandbox(ctx, "172.19.0.5:1") || c.fromSandbox(ctx, "172.20.0.5:1") {
 		t.Error("after a failed refresh the known subnets must still apply")
 	}
 }
@@ -97,7 +111,7 @@ func TestProxyAsksSandboxesForTheKey(t *testing.T) {
 	// The host's gateway address is not a sandbox.
 	nets.host = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
 	p.srv.callers.mu.Lock()
-	p.srv.callers.known = false // forget the cached subnets
+	p.srv.callers.known, p.srv.callers.tried = false, time.Time{} // ask again now
 	p.srv.callers.mu.Unlock()
 	if r := p.do("GET", "/sandboxes/sb1/proxy/8080/x", nil, sandbox.APIKeyHeader, ""); r.status != http.StatusOK {
 		t.Fatalf("proxy from the host's own address = %d %s", r.status, r.body)

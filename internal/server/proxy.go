@@ -122,7 +122,8 @@ func (p *sandboxProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Without full duplex, Go's HTTP/1 server swallows the unread body on
 	// the first response write, the copy to the sandbox fails and the
 	// reply is cut short.
-	done := httpmw.FullDuplex(w, r)
+	r, done := httpmw.FullDuplex(w, r)
+	t.in = r
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(ctx, targetKey{}, t)))
 	done()
 }
@@ -166,7 +167,7 @@ func (p *sandboxProxy) fail(w http.ResponseWriter, out *http.Request, err error)
 	if r == nil {
 		r = out
 	}
-	if httpmw.BodyFailed(r) {
+	if httpmw.BodyUnfinished(r) {
 		w.Header().Set("Connection", "close")
 	}
 	if errors.Is(err, context.Canceled) && out.Context().Err() != nil {

@@ -432,3 +432,33 @@ func TestProxyBadChunkEndsConnection(t *testing.T) {
 		t.Errorf("%d replies on a connection whose request body was malformed; want at most 1:\n%s", n, replies)
 	}
 }
+
+// TestProxyBadChunkUnreadEndsConnection: when the sandbox cannot be
+// reached, the body is never relayed; a malformed chunk in it must still
+// end the connection rather than let what follows be read as a request.
+func TestProxyBadChunkUnreadEndsConnection(t *testing.T) {
+	p := newProxyEnv(t, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	p.rt.address = func(string, int) (runtimeAddress, error) { return runtimeAddress{Host: "127.0.0.1", Port: closed}, nil }
+	conn, err := net.Dial("tcp", strings.TrimPrefix(p.http.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(conn, "POST /sandboxes/sb1/proxy/8080/first HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+
+		"5\r\nhello\r\nZZZ\r\n"+
+		"GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\n"+sandbox.APIKeyHeader+": "+testAPIKey+"\r\n\r\n")
+	replies, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("reading the replies: %v (the connection was not closed)", err)
+	}
+	if n := strings.Count(string(replies), "HTTP/1.1 "); n != 1 {
+		t.Fatalf("%d replies to one request with a malformed body; want 1:\n%s", n, replies)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -203,6 +204,14 @@ func (p *Proxy) route(ctx context.Context, raw net.Conn, conns *connSet, q *conn
 		return
 	}
 	dst := &connInfo{host: host, port: port, addr: net.JoinHostPort(host, strconv.Itoa(port))}
+	if isLocal(host, port, raw.LocalAddr()) {
+		// A connection made straight to the proxy's own port (the sandbox
+		// shares the sidecar's loopback) reports that port as its
+		// destination: splicing it would connect the proxy to itself, again
+		// and again.
+		p.log.Debug("tlsproxy: connection closed: made to the proxy itself", "dest", dst.addr)
+		return
+	}
 	hello, sni, err := peekHello(raw, p.helloTimeout)
 	if err != nil {
 		p.log.Debug("tlsproxy: connection closed: no TLS ClientHello", "dest", dst.addr, "err", err)
@@ -290,4 +299,16 @@ func pipe(dst, src net.Conn) error {
 		return err
 	}
 	return nil
+}
+
+// isLocal reports whether host:port is the address local (a connection's
+// own end).
+func isLocal(host string, port int, local net.Addr) bool {
+	la, ok := local.(*net.TCPAddr)
+	if !ok || la.Port != port {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	lip, ok := netip.AddrFromSlice(la.IP)
+	return err == nil && ok && ip.Unmap().WithZone("") == lip.Unmap()
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -260,5 +261,29 @@ func TestNilInjectorSplicesEverything(t *testing.T) {
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("client not closed after a failed dial: %v", err)
+	}
+}
+
+// TestConnectionToTheProxyItself: a sandbox shares the sidecar's loopback
+// and can connect to the proxy's port directly; the original destination
+// is then the proxy itself, and splicing there would loop without end.
+func TestConnectionToTheProxyItself(t *testing.T) {
+	ca, err := NewCA("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lookups atomic.Int32
+	addr := serveProxy(t, Config{CA: ca, OriginalDst: func(c net.Conn) (string, int) {
+		lookups.Add(1)
+		a := c.LocalAddr().(*net.TCPAddr)
+		return a.IP.String(), a.Port
+	}})
+	d := &net.Dialer{Deadline: time.Now().Add(5 * time.Second)}
+	_, err = tls.DialWithDialer(d, "tcp", addr, &tls.Config{ServerName: "example.com"})
+	if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("handshake with the proxy as its own destination: %v; want the connection closed at once", err)
+	}
+	if n := lookups.Load(); n != 1 {
+		t.Fatalf("the proxy handled %d connections for one client; want 1 (no loop)", n)
 	}
 }

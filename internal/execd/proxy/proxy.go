@@ -107,7 +107,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The service may answer before it has read the whole body. Without
 	// full duplex, Go's HTTP/1 server swallows the unread body on the
 	// first response write and the forwarded request is cut short.
-	done := httpmw.FullDuplex(w, r)
+	r, done := httpmw.FullDuplex(w, r)
+	t.in = r
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
 	done()
 }
@@ -146,7 +147,7 @@ func (p *Proxy) fail(w http.ResponseWriter, out *http.Request, err error) {
 	if r == nil {
 		r = out
 	}
-	if httpmw.BodyFailed(r) {
+	if httpmw.BodyUnfinished(r) {
 		w.Header().Set("Connection", "close")
 	}
 	if out.Context().Err() != nil && errors.Is(err, context.Canceled) {

@@ -356,3 +356,28 @@ func TestBadChunkEndsConnection(t *testing.T) {
 		t.Fatalf("the request behind the bad chunk was served; replies:\n%s", replies)
 	}
 }
+
+// TestUnreadBodyEndsConnection: a body the proxy never relays (the port is
+// closed) and that is too long to drain must not be read as requests.
+func TestUnreadBodyEndsConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	srv := front(t)
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	inner := "GET /proxy/" + closed + "/smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+	body := inner + strings.Repeat("x", 400000-len(inner))
+	go io.WriteString(conn, "POST /proxy/"+closed+"/first HTTP/1.1\r\nHost: x\r\nContent-Length: 400000\r\n\r\n"+body)
+	replies, _ := io.ReadAll(conn) // ends when the server closes the connection
+	if n := strings.Count(string(replies), "HTTP/1.1 "); n != 1 {
+		t.Fatalf("%d replies to one request whose body was never relayed; want 1:\n%.500s", n, replies)
+	}
+}
