@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -315,7 +317,7 @@ func TestPythonMatplotlib(t *testing.T) {
 			if e := c.err(); e != nil && e.Name == "ModuleNotFoundError" {
 				t.Skip("matplotlib is not installed")
 			}
-			t.Fatalf("plot failed: %+v", c.events)
+			t.Fatalf("plot failed: %+v (error %+v)", c.events, c.err())
 		}
 		found := false
 		for _, r := range c.results() {
@@ -548,5 +550,40 @@ func TestDeleteKillsInterpreter(t *testing.T) {
 	}
 	if _, err := os.Stat("/proc/" + strings.TrimSpace(string(b))); err == nil {
 		t.Errorf("shell %s still runs after delete", b)
+	}
+}
+
+// TestBoundPorts: the kernel rewrites its connection file in place with
+// the ports it bound; a file still holding zeros, or half written, is read
+// again; an exited kernel or an expired start ends the wait.
+func TestBoundPorts(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "kernel.json")
+	os.WriteFile(file, []byte(`{"shell_port": 0, "iopub_port": 0, "stdin_port": 0, "control_port": 0, "hb_port": 0}`), 0o600)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := make(chan []int, 1)
+	go func() {
+		ports, err := boundPorts(ctx, file, nil)
+		if err != nil {
+			t.Errorf("boundPorts: %v", err)
+		}
+		got <- ports
+	}()
+	os.WriteFile(file, []byte(`{"shell_port": 41, "iopub_port": 42, "std`), 0o600) // half written
+	os.WriteFile(file, []byte(`{"shell_port": 41, "iopub_port": 42, "stdin_port": 43, "control_port": 44, "hb_port": 45, "key": "k"}`), 0o600)
+	if ports := <-got; fmt.Sprint(ports) != "[41 42 43 44 45]" {
+		t.Fatalf("ports = %v", ports)
+	}
+
+	os.WriteFile(file, []byte(`{"shell_port": 0}`), 0o600)
+	exited := make(chan struct{})
+	close(exited)
+	if _, err := boundPorts(ctx, file, exited); err == nil || !strings.Contains(err.Error(), "exited") {
+		t.Errorf("boundPorts after the kernel exited: %v", err)
+	}
+	short, cancelShort := context.WithCancel(context.Background())
+	cancelShort()
+	if _, err := boundPorts(short, file, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("boundPorts after the start expired: %v", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,10 +68,6 @@ func startPython(ctx context.Context, m *Manager, c *codeContext) (runner, error
 	if err != nil {
 		return nil, errors.New("no python3 that can import ipykernel (set EXECD_PYTHON)")
 	}
-	ports, err := freePorts(5)
-	if err != nil {
-		return nil, err
-	}
 	dir, err := procenv.MkdirScratch("execd-kernel-")
 	if err != nil {
 		return nil, err
@@ -85,10 +80,13 @@ func startPython(ctx context.Context, m *Manager, c *codeContext) (runner, error
 		exited:  make(chan struct{}),
 		waiters: map[string]*waiter{},
 	}
+	// Port 0 everywhere: the kernel binds ports of its own choosing and
+	// writes them back to the file. Ports reserved here and released for
+	// the kernel could be taken in between (many contexts starting at
+	// once), and a dial could then reach some other process.
 	conn := map[string]any{
 		"ip": "127.0.0.1", "transport": "tcp",
-		"shell_port": ports[0], "iopub_port": ports[1], "stdin_port": ports[2],
-		"control_port": ports[3], "hb_port": ports[4],
+		"shell_port": 0, "iopub_port": 0, "stdin_port": 0, "control_port": 0, "hb_port": 0,
 		"key": string(k.sig.key), "signature_scheme": "hmac-sha256", "kernel_name": "python3",
 	}
 	b, _ := json.Marshal(conn)
@@ -132,11 +130,53 @@ func startPython(ctx context.Context, m *Manager, c *codeContext) (runner, error
 	}()
 	startCtx, cancel := context.WithTimeout(ctx, m.opts.StartTimeout)
 	defer cancel()
+	ports, err := boundPorts(startCtx, file, k.exited)
+	if err != nil {
+		err = k.startError(startCtx, err)
+		k.close()
+		return nil, err
+	}
 	if err := k.connect(startCtx, ports); err != nil {
 		k.close()
 		return nil, err
 	}
 	return k, nil
+}
+
+// kernelPorts is the part of a connection file that names the ports.
+type kernelPorts struct {
+	Shell   int `json:"shell_port"`
+	IOPub   int `json:"iopub_port"`
+	Stdin   int `json:"stdin_port"`
+	Control int `json:"control_port"`
+	HB      int `json:"hb_port"`
+}
+
+// boundPortsPoll is how often the connection file is read while the
+// kernel starts.
+const boundPortsPoll = 10 * time.Millisecond
+
+// boundPorts waits until the kernel has written the ports it bound into its
+// connection file (shell, iopub, stdin, control, hb), the kernel exits or
+// ctx ends. The file is rewritten in place, so a partial read is retried.
+func boundPorts(ctx context.Context, file string, exited <-chan struct{}) ([]int, error) {
+	t := time.NewTicker(boundPortsPoll)
+	defer t.Stop()
+	for {
+		if b, err := os.ReadFile(file); err == nil {
+			var p kernelPorts
+			if json.Unmarshal(b, &p) == nil && p.Shell > 0 && p.IOPub > 0 && p.Stdin > 0 && p.Control > 0 && p.HB > 0 {
+				return []int{p.Shell, p.IOPub, p.Stdin, p.Control, p.HB}, nil
+			}
+		}
+		select {
+		case <-t.C:
+		case <-exited:
+			return nil, errors.New("kernel exited")
+		case <-ctx.Done():
+			return nil, fmt.Errorf("kernel did not report its ports: %w", ctx.Err())
+		}
+	}
 }
 
 // connect dials the kernel's sockets and waits until it answers a
@@ -491,28 +531,6 @@ func kernelEnv(env []string) []string {
 		out = append(out, kv)
 	}
 	return out
-}
-
-// freePorts reserves n distinct loopback ports and releases them for the
-// kernel to bind. Another process could take one in between; the kernel
-// then fails to start and the error says so.
-func freePorts(n int) ([]int, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("reserve kernel port: %w", err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // tailBuffer keeps the last max bytes written to it (an interpreter's own
