@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,6 +68,11 @@ func New(t testing.TB) *Pair {
 	for _, l := range [][2]string{{p.SandboxName, "lo"}, {p.SandboxName, "vs" + id}, {p.WorldName, "lo"}, {p.WorldName, "vw" + id}} {
 		ip("-n", l[0], "link", "set", l[1], "up")
 	}
+	// The veth carrier comes up asynchronously; a packet sent before that
+	// is lost, and a test's first connect would wait for a retransmit.
+	for _, l := range [][2]string{{p.SandboxName, "vs" + id}, {p.WorldName, "vw" + id}} {
+		waitLowerUp(t, l[0], l[1])
+	}
 	var err error
 	if p.Sandbox, err = netns.GetFromName(p.SandboxName); err != nil {
 		t.Fatalf("open netns %s: %v", p.SandboxName, err)
@@ -77,6 +83,22 @@ func New(t testing.TB) *Pair {
 	}
 	t.Cleanup(func() { p.World.Close() })
 	return p
+}
+
+// waitLowerUp waits until link dev of namespace ns has its carrier.
+func waitLowerUp(t testing.TB, ns, dev string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, err := exec.Command("ip", "-n", ns, "-o", "link", "show", "dev", dev).CombinedOutput()
+		if err == nil && strings.Contains(string(out), "LOWER_UP") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("link %s in %s has no carrier after 10s: %v: %s", dev, ns, err, out)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the link state, not standing in for it
+	}
 }
 
 // IP is address i of the pair: 1 is the sandbox's, 2 to 5 the world's.

@@ -86,9 +86,16 @@ func inNS(t *testing.T, ns netns.NsHandle, fn func() error) {
 
 // dial reports whether a TCP connect from the sandbox to ip:port succeeds
 // within a short timeout. A dropped SYN shows up as a timeout.
-func (tn *testNet) dial(t *testing.T, ip netip.Addr, port int) error {
+// Connects that must succeed get a long timeout (a loaded machine must
+// not fail them); connects that must be dropped wait the short one.
+const (
+	connectTimeout = 3 * time.Second
+	dropTimeout    = 400 * time.Millisecond
+)
+
+func (tn *testNet) dial(t *testing.T, ip netip.Addr, port int, timeout time.Duration) error {
 	t.Helper()
-	c, err := netnstest.Dial(tn.sandbox, "tcp", netip.AddrPortFrom(ip, uint16(port)).String(), 400*time.Millisecond)
+	c, err := netnstest.Dial(tn.sandbox, "tcp", netip.AddrPortFrom(ip, uint16(port)).String(), timeout)
 	if err == nil {
 		c.Close()
 	}
@@ -97,14 +104,14 @@ func (tn *testNet) dial(t *testing.T, ip netip.Addr, port int) error {
 
 func (tn *testNet) mustConnect(t *testing.T, ip netip.Addr, port int) {
 	t.Helper()
-	if err := tn.dial(t, ip, port); err != nil {
+	if err := tn.dial(t, ip, port, connectTimeout); err != nil {
 		t.Fatalf("connect %s:%d from sandbox: %v; want success", ip, port, err)
 	}
 }
 
 func (tn *testNet) mustBeDropped(t *testing.T, ip netip.Addr, port int) {
 	t.Helper()
-	err := tn.dial(t, ip, port)
+	err := tn.dial(t, ip, port, dropTimeout)
 	var ne net.Error
 	if err == nil || !errors.As(err, &ne) || !ne.Timeout() {
 		t.Fatalf("connect %s:%d from sandbox: %v; want timeout (dropped)", ip, port, err)
@@ -462,10 +469,10 @@ func TestAPIGuard(t *testing.T) {
 	if err := f.Apply(ctx, Rules{APIPort: uint16(port), APIAllowFrom: []netip.Addr{tn.world1}}); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
-	from := func(src netip.Addr) error {
+	from := func(src netip.Addr, timeout time.Duration) error {
 		var derr error
 		inNS(t, tn.world, func() error {
-			d := net.Dialer{Timeout: 400 * time.Millisecond, LocalAddr: &net.TCPAddr{IP: src.AsSlice()}}
+			d := net.Dialer{Timeout: timeout, LocalAddr: &net.TCPAddr{IP: src.AsSlice()}}
 			c, err := d.Dial("tcp", netip.AddrPortFrom(tn.sandboxIP, uint16(port)).String())
 			if err == nil {
 				c.Close()
@@ -475,10 +482,10 @@ func TestAPIGuard(t *testing.T) {
 		})
 		return derr
 	}
-	if err := from(tn.world1); err != nil {
+	if err := from(tn.world1, connectTimeout); err != nil {
 		t.Fatalf("from the allowed address: %v", err)
 	}
-	if err := from(tn.world2); err == nil || !isTimeout(err) {
+	if err := from(tn.world2, dropTimeout); err == nil || !isTimeout(err) {
 		t.Fatalf("from another address: %v; want dropped", err)
 	}
 	tn.mustConnect(t, netip.MustParseAddr("127.0.0.1"), port)
