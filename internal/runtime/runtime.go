@@ -189,6 +189,14 @@ type SandboxNetworks interface {
 	SandboxSubnets(ctx context.Context) (subnets []netip.Prefix, host []netip.Addr, err error)
 }
 
+// Sweeper is implemented by runtimes that can leave pieces behind when work
+// is interrupted (a server that died between two steps of a create): Sweep
+// removes what no sandbox owns any more. The server calls it periodically;
+// failures are the runtime's to log.
+type Sweeper interface {
+	Sweep(ctx context.Context)
+}
+
 // Diagnostics reads what the engine knows about a sandbox.
 type Diagnostics interface {
 	Logs(ctx context.Context, id string, opts LogOptions) ([]byte, error)

@@ -1,11 +1,14 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
@@ -160,4 +163,29 @@ func containsAll(s string, parts ...string) bool {
 		}
 	}
 	return true
+}
+
+// sweepRuntime counts the sweeps Run asks for.
+type sweepRuntime struct {
+	runtime.Runtime
+	sweeps atomic.Int32
+}
+
+func (r *sweepRuntime) Sweep(context.Context) { r.sweeps.Add(1) }
+
+func TestRunSweepsPeriodically(t *testing.T) {
+	var sw *sweepRuntime
+	e := newEnv(t, func(c *Config) {
+		sw = &sweepRuntime{Runtime: c.Runtime}
+		c.Runtime = sw
+		c.SweepInterval = 5 * time.Millisecond
+	})
+	e.run()
+	deadline := time.Now().Add(10 * time.Second)
+	for sw.sweeps.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sweeps in 10 s at a 5 ms interval; want at least 3", sw.sweeps.Load())
+		}
+		time.Sleep(time.Millisecond) // polling the count
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
@@ -36,8 +37,30 @@ func (s *Server) Run(ctx context.Context) error {
 		s.log.Warn("recovering unfinished snapshots", "err", err)
 	}
 	wg.Go(func() { s.rebuildUntilDone(ctx) })
+	if sw, ok := s.rt.(runtime.Sweeper); ok {
+		wg.Go(func() { s.sweepPeriodically(ctx, sw) })
+	}
 	s.runExpiry(ctx, &wg)
 	return nil
+}
+
+// sweepPeriodically calls sw.Sweep every SweepInterval until ctx ends (the
+// runtime sweeps once itself when it starts).
+func (s *Server) sweepPeriodically(ctx context.Context, sw runtime.Sweeper) {
+	every := s.cfg.SweepInterval
+	if every <= 0 {
+		every = DefaultSweepInterval
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			sw.Sweep(ctx)
+		}
+	}
 }
 
 // rebuildUntilDone rebuilds the expiry deadlines, retrying while the

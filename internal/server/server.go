@@ -75,7 +75,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// SweepInterval is how often Run asks a runtime.Sweeper to remove
+	// leftovers; 0 means DefaultSweepInterval.
+	SweepInterval time.Duration
 }
+
+// DefaultSweepInterval is how often leftovers of interrupted work are
+// looked for.
+const DefaultSweepInterval = 10 * time.Minute
 
 // Server is the lifecycle API. Build it with New, serve Handler, and run
 // Run for its background work.

@@ -356,9 +356,15 @@ const DefaultOrphanGrace = 10 * time.Minute
 
 var errSidecarDown = errors.New("the egress sidecar is not running; the sandbox has no network")
 
+var _ runtime.Sweeper = (*Runtime)(nil)
+
+// Sweep removes orphan egress sidecars (see removeOrphanSidecars); New
+// does it once, the server again periodically.
+func (r *Runtime) Sweep(ctx context.Context) { r.removeOrphanSidecars(ctx) }
+
 // removeOrphanSidecars removes sidecars whose sandbox container is gone
 // (removed behind the server's back, or a crash between the two removals
-// of Delete). It runs once at start; failures are logged.
+// of Delete, or between the two creates of Create). Failures are logged.
 func (r *Runtime) removeOrphanSidecars(ctx context.Context) {
 	f := filters.NewArgs(filters.Arg("label", labelEgressOf))
 	for k, v := range r.opts.Labels {
