@@ -77,8 +77,12 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, ref string, imgL
 			return "", err
 		}
 		hc.NetworkMode = container.NetworkMode("container:" + sidecarID)
-	} else if err := r.checkNetwork(ctx); err != nil {
-		return "", err
+	} else {
+		nw, err := r.checkNetwork(ctx)
+		if err != nil {
+			return "", err
+		}
+		hc.NetworkMode = container.NetworkMode(nw)
 	}
 	var platform *ocispec.Platform
 	if p := spec.Platform; p != nil {

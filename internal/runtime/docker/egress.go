@@ -224,9 +224,11 @@ func (r *Runtime) startSidecar(ctx context.Context, spec runtime.Spec) (string, 
 		hc.Mounts = []mount.Mount{{Type: mount.TypeBind, Source: r.opts.EgressUpstreamCAFile, Target: egressUpstreamCA, ReadOnly: true}}
 		cfg.Env = append(cfg.Env, "OPENSANDBOX_EGRESS_UPSTREAM_CA_FILE="+egressUpstreamCA)
 	}
-	if err := r.checkNetwork(ctx); err != nil {
+	nw, err := r.checkNetwork(ctx)
+	if err != nil {
 		return "", nil, err
 	}
+	hc.NetworkMode = container.NetworkMode(nw)
 	created, err := r.cli.ContainerCreate(ctx, cfg, hc, nil, nil, sidecarName(spec.ID))
 	if err != nil {
 		return "", nil, engineErr(err, "docker: sandbox %s: create egress sidecar", spec.ID)

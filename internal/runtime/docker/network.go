@@ -85,8 +85,10 @@ func (r *Runtime) setupNetwork(ctx context.Context) error {
 }
 
 // checkNetwork runs before every sandbox or sidecar container is created
-// on a user-defined network: containers join it by name, and the network
-// behind the name may have changed since setupNetwork validated it —
+// and returns what the container's network mode must name: the id of the
+// validated network (so a network swapped in after the check is not the
+// one joined), or "host" / "bridge". The network behind the configured
+// name may have changed since setupNetwork validated it —
 // `docker network prune` removes it while no container uses it, and
 // anyone may then create another of that name (with inter-container
 // communication on, the engine's default). One inspect by name tells: the
@@ -95,16 +97,16 @@ func (r *Runtime) setupNetwork(ctx context.Context) error {
 // validated (managed: a bridge with inter-container communication off;
 // user-defined: an existing bridge) and refused with the same error as at
 // start, so the create fails before any container exists.
-func (r *Runtime) checkNetwork(ctx context.Context) error {
+func (r *Runtime) checkNetwork(ctx context.Context) (string, error) {
 	if r.network == networkHost || r.network == networkBridge {
-		return nil
+		return r.network, nil
 	}
 	if nw, err := r.cli.NetworkInspect(ctx, r.network, network.InspectOptions{}); err == nil {
 		r.netMu.Lock()
 		same := nw.ID == r.networkID
 		r.netMu.Unlock()
 		if same {
-			return nil
+			return nw.ID, nil
 		}
 	}
 	// Gone, replaced, ambiguous or the engine failed: validate again, one
@@ -121,14 +123,14 @@ func (r *Runtime) checkNetwork(ctx context.Context) error {
 		nw, err = r.customNetwork(ctx, r.network)
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
 	if nw.ID != r.networkID {
 		r.log.WarnContext(ctx, "the sandbox network was removed or replaced since it was last checked; the new one passed the checks",
 			"network", nw.Name, "previous", shortID(r.networkID), "id", shortID(nw.ID), "icc", iccOn(nw))
 		r.networkID = nw.ID
 	}
-	return nil
+	return nw.ID, nil
 }
 
 // managedNetwork returns the isolated network of that name, creating it

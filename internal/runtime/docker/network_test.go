@@ -188,9 +188,10 @@ func TestManagedNetwork(t *testing.T) {
 	}
 	spec := baseSpec(t)
 	mustCreate(t, r, spec)
+	// Joined by the id of the network that passed the checks.
 	mode, nets := attachedTo(t, spec.ID)
-	if mode != name || !slices.Equal(nets, []string{name}) {
-		t.Errorf("sandbox network mode %q on %q; want %s on [%s]", mode, nets, name, name)
+	if id := networkOf(t, name).ID; mode != id || !slices.Equal(nets, []string{name}) {
+		t.Errorf("sandbox network mode %q on %q; want %s on [%s]", mode, nets, id, name)
 	}
 	if res := run(t, r, spec.ID, spec.ExecdToken, "echo hi"); res.exit != "0" || strings.Join(res.stdout, "") != "hi" {
 		t.Errorf("command through the published execd port = %+v", res)
@@ -246,9 +247,10 @@ func TestCustomNetwork(t *testing.T) {
 	r := newTestRuntime(t, func(o *Options) { o.NetworkMode = name })
 	spec := baseSpec(t)
 	mustCreate(t, r, spec)
+	// Joined by the id of the network that passed the checks.
 	mode, nets := attachedTo(t, spec.ID)
-	if mode != name || !slices.Equal(nets, []string{name}) {
-		t.Errorf("sandbox network mode %q on %q; want %s on [%s]", mode, nets, name, name)
+	if id := networkOf(t, name).ID; mode != id || !slices.Equal(nets, []string{name}) {
+		t.Errorf("sandbox network mode %q on %q; want %s on [%s]", mode, nets, id, name)
 	}
 	if res := run(t, r, spec.ID, spec.ExecdToken, "echo hi"); res.exit != "0" {
 		t.Errorf("command through the published execd port = %+v", res)
@@ -316,8 +318,8 @@ func TestNetworkRecheck(t *testing.T) {
 			shortID(nw.ID), nw.Options, nw.Labels, iccOption, labelManagedNetwork)
 	}
 	for _, spec := range specs {
-		if mode, nets := attachedTo(t, spec.ID); mode != name || !slices.Equal(nets, []string{name}) {
-			t.Errorf("sandbox %s: network mode %q on %q; want %s on [%s]", spec.ID, mode, nets, name, name)
+		if mode, nets := attachedTo(t, spec.ID); mode != nw.ID || !slices.Equal(nets, []string{name}) {
+			t.Errorf("sandbox %s: network mode %q on %q; want %s on [%s]", spec.ID, mode, nets, nw.ID, name)
 		}
 	}
 	if res := run(t, r, specs[0].ID, specs[0].ExecdToken, "echo hi"); res.exit != "0" {
@@ -380,8 +382,8 @@ func TestCustomNetworkRecheck(t *testing.T) {
 	}
 	spec := baseSpec(t)
 	mustCreate(t, r, spec)
-	if mode, _ := attachedTo(t, spec.ID); mode != name {
-		t.Errorf("sandbox network mode %q, want %s", mode, name)
+	if mode, _ := attachedTo(t, spec.ID); mode != networkOf(t, name).ID {
+		t.Errorf("sandbox network mode %q, want the id of %s", mode, name)
 	}
 	if err := r.Delete(testCtx(t), spec.ID); err != nil {
 		t.Fatalf("Delete: %v", err)

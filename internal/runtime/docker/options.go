@@ -124,8 +124,9 @@ type Runtime struct {
 	securityOpt []string
 	// execdTar holds the tar stream CopyToContainer sends (ExecdCopy only).
 	execdTar []byte
-	// network is what containers' NetworkMode names: "host", "bridge"
-	// or the name of a user-defined network (see setupNetwork).
+	// network is "host", "bridge" or the name of the user-defined network
+	// sandboxes join (see setupNetwork); containers name the latter by
+	// the id checkNetwork validated.
 	network string
 	// netMu guards networkID: the id of the network named network as
 	// last validated (see checkNetwork); empty in host mode and on the
