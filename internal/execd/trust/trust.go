@@ -67,11 +67,15 @@ func Install(caFile string, bundles []string, tmpDir string, getenv func(string)
 		res      Result
 		readable []byte
 		errs     []error
+		trusted  = map[string]bool{} // real files that now hold the CA
 	)
 	for _, f := range readBundles(bundles) {
 		b, real, cur := f.name, f.real, f.cur
 		if f.dup {
-			res.Updated = append(res.Updated, b)
+			// Another name of a file handled above: updated only if it was.
+			if trusted[real] {
+				res.Updated = append(res.Updated, b)
+			}
 			continue
 		}
 		rest, marked := strip(cur)
@@ -93,6 +97,7 @@ func Install(caFile string, bundles []string, tmpDir string, getenv func(string)
 			errs = append(errs, err)
 			continue
 		}
+		trusted[real] = true
 		res.Updated = append(res.Updated, b)
 	}
 	res.Errors = errs

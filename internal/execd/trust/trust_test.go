@@ -95,6 +95,32 @@ func TestInstallFallbackWhenNothingWritable(t *testing.T) {
 	}
 }
 
+// TestInstallUnwritableThroughSymlink: a second name of a bundle that could
+// not be written (Alpine's cert.pem linking to the main bundle, in an image
+// running as a non-root user) does not count as trusting the CA, so the
+// fallback bundle is still written and the variables point at it.
+func TestInstallUnwritableThroughSymlink(t *testing.T) {
+	if _, err := os.ReadFile("/proc/version"); err != nil {
+		t.Skip("no /proc/version")
+	}
+	dir := t.TempDir()
+	ca := testCA(t, dir)
+	link := filepath.Join(dir, "cert.pem")
+	if err := os.Symlink("/proc/version", link); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Install(ca, []string{"/proc/version", link}, dir, func(string) string { return "" })
+	if err != nil {
+		t.Fatalf("Install: %v", err)
+	}
+	if len(res.Updated) != 0 {
+		t.Fatalf("Updated = %v; want none (the only file could not be written)", res.Updated)
+	}
+	if fb := res.Env["SSL_CERT_FILE"]; filepath.Dir(fb) != dir {
+		t.Fatalf("SSL_CERT_FILE = %q; want the fallback bundle in %s", fb, dir)
+	}
+}
+
 func TestInstallRejectsNonPEM(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "x")
