@@ -37,6 +37,8 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (runtime.Sandbo
 		// at layer 2: the namespace's nftables would never see them.
 		return runtime.Sandbox{}, fmt.Errorf("docker: network policies are enforced only for OCI runtimes that use the host kernel's network stack (runc, crun), not %q: %w", r.opts.Runtime, runtime.ErrNotSupported)
 	}
+	r.creating.Store(spec.ID, struct{}{})
+	defer r.creating.Delete(spec.ID)
 	start := time.Now()
 	ref, imgLabels, err := r.resolveImage(ctx, spec)
 	if err != nil {

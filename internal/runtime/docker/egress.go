@@ -379,9 +379,10 @@ func (r *Runtime) removeOrphanSidecars(ctx context.Context) {
 	}
 	for _, c := range cs {
 		id := c.Labels[labelEgressOf]
-		// A young sidecar may belong to a create in progress on another
-		// server sharing the engine: its sandbox container comes next.
-		if time.Since(time.Unix(c.Created, 0)) < r.opts.OrphanGrace {
+		// A sidecar of a create in progress here, or a young one that may
+		// be another server's create in progress, gets its sandbox
+		// container next.
+		if _, busy := r.creating.Load(id); busy || time.Since(time.Unix(c.Created, 0)) < r.opts.OrphanGrace {
 			continue
 		}
 		if _, err := r.cli.ContainerInspect(ctx, containerName(id)); classOf(err) != runtime.ErrNotFound {

@@ -204,8 +204,32 @@ func TestOrphanSidecarsRemoved(t *testing.T) {
 	if _, err := env.cli.ContainerInspect(ctx, created.ID); err != nil {
 		t.Fatalf("a sidecar created just now was removed as an orphan: %v", err)
 	}
-	newTestRuntime(t, func(o *Options) { o.OrphanGrace = time.Nanosecond })
+	r := newTestRuntime(t, func(o *Options) { o.OrphanGrace = time.Nanosecond })
 	if _, err := env.cli.ContainerInspect(ctx, created.ID); classOf(err) != runtime.ErrNotFound {
 		t.Fatalf("orphan sidecar still there: %v", err)
+	}
+
+	// Whatever its age, the sidecar of a create this runtime has in
+	// progress is not an orphan.
+	id2 := "orphan" + randomHex(4)
+	created2, err := env.cli.ContainerCreate(ctx, &container.Config{
+		Image: env.image, Cmd: []string{"sleep", "1000"},
+		Labels: map[string]string{labelEgressOf: id2, testLabelKey: testLabelVal, runLabelKey: env.run},
+	}, nil, nil, nil, sidecarName(id2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		env.cli.ContainerRemove(context.Background(), created2.ID, container.RemoveOptions{Force: true})
+	})
+	r.creating.Store(id2, struct{}{})
+	r.Sweep(ctx)
+	if _, err := env.cli.ContainerInspect(ctx, created2.ID); err != nil {
+		t.Fatalf("the sidecar of a create in progress was removed as an orphan: %v", err)
+	}
+	r.creating.Delete(id2)
+	r.Sweep(ctx)
+	if _, err := env.cli.ContainerInspect(ctx, created2.ID); classOf(err) != runtime.ErrNotFound {
+		t.Fatalf("orphan sidecar still there after its create ended: %v", err)
 	}
 }

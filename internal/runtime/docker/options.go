@@ -135,6 +135,9 @@ type Runtime struct {
 	networkID string
 	// http reaches execd inside sandboxes; it never uses a proxy.
 	http *http.Client
+	// creating holds the ids of sandboxes this runtime is creating, whose
+	// sidecar may exist before their container: never orphans.
+	creating sync.Map
 	// egressRef caches the sidecar image built from EgressPath.
 	egressMu  sync.Mutex
 	egressRef string
