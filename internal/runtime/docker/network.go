@@ -51,28 +51,20 @@ func userNetworkName(s string) bool {
 // duplicates that racing creates made are, see managedNetwork).
 func (r *Runtime) setupNetwork(ctx context.Context) error {
 	o := &r.opts
-	var (
-		nw  network.Inspect
-		err error
-	)
+	name := o.NetworkMode
 	switch {
-	case o.NetworkMode == networkHost:
-		r.network = networkHost
+	case name == networkHost, name == networkBridge && !*o.IsolateSandboxes:
+		r.network = name
 		return nil
-	case o.NetworkMode == networkBridge && !*o.IsolateSandboxes:
-		r.network = networkBridge
-		return nil
-	case o.NetworkMode == networkBridge:
-		nw, err = r.managedNetwork(ctx, o.BridgeNetwork)
-	default:
-		nw, err = r.customNetwork(ctx, o.NetworkMode)
+	case name == networkBridge:
+		name = o.BridgeNetwork
 	}
+	nw, err := r.validatedNetwork(ctx, name)
 	if err != nil {
 		return err
 	}
-	// By name, as the engine itself resolves it when a container starts;
-	// checkNetwork makes sure before each create that the name still
-	// means the network validated here.
+	// The name is what is configured; checkNetwork resolves it again to
+	// a validated id before each create.
 	r.network = nw.Name
 	r.netMu.Lock()
 	r.networkID = nw.ID
@@ -113,15 +105,7 @@ func (r *Runtime) checkNetwork(ctx context.Context) (string, error) {
 	// create at a time, so that concurrent creates create it only once.
 	r.netMu.Lock()
 	defer r.netMu.Unlock()
-	var (
-		nw  network.Inspect
-		err error
-	)
-	if r.opts.NetworkMode == networkBridge {
-		nw, err = r.managedNetwork(ctx, r.network)
-	} else {
-		nw, err = r.customNetwork(ctx, r.network)
-	}
+	nw, err := r.validatedNetwork(ctx, r.network)
 	if err != nil {
 		return "", err
 	}
@@ -131,6 +115,16 @@ func (r *Runtime) checkNetwork(ctx context.Context) (string, error) {
 		r.networkID = nw.ID
 	}
 	return nw.ID, nil
+}
+
+// validatedNetwork returns the network of that name once it passes the
+// checks of the configured mode: the managed network in bridge mode
+// (created when missing), else the operator's own network.
+func (r *Runtime) validatedNetwork(ctx context.Context, name string) (network.Inspect, error) {
+	if r.opts.NetworkMode == networkBridge {
+		return r.managedNetwork(ctx, name)
+	}
+	return r.customNetwork(ctx, name)
 }
 
 // managedNetwork returns the isolated network of that name, creating it
