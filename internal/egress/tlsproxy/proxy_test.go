@@ -132,34 +132,17 @@ func newEnvWith(t *testing.T, bindings []vault.CredentialBinding, handler http.H
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Config{
+	var proxyAddr string
+	proxyAddr, e.stop = startProxy(t, Config{
 		CA:           e.proxyCA,
 		Injector:     store,
 		OriginalDst:  func(net.Conn) (string, int) { return "127.0.0.1", e.originPort },
 		ExtraRoots:   []*x509.Certificate{originCA.Certificate()},
 		HelloTimeout: opts.helloTimeout,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- p.Serve(ctx, ln) }()
-	e.stop = sync.OnceFunc(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("Serve() = %v, want nil after cancel", err)
-		}
-	})
-	t.Cleanup(e.stop)
 	roots := x509.NewCertPool()
 	roots.AddCert(e.proxyCA.Certificate())
 	roots.AddCert(originCA.Certificate()) // spliced connections show the origin's certificate
-	proxyAddr := ln.Addr().String()
 	e.proxyAddr = proxyAddr
 	tr := &http.Transport{
 		TLSClientConfig:    &tls.Config{RootCAs: roots},
@@ -321,23 +304,13 @@ func TestUntrustedOriginGetsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Config{CA: ca, Injector: store, OriginalDst: func(net.Conn) (string, int) { return "127.0.0.1", port }}) // no extra roots
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go p.Serve(ctx, ln)
+	addr := serveProxy(t, Config{CA: ca, Injector: store, OriginalDst: func(net.Conn) (string, int) { return "127.0.0.1", port }}) // no extra roots
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.Certificate())
 	c := &http.Client{Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: roots},
 		DialContext: func(ctx context.Context, n, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, n, ln.Addr().String())
+			return (&net.Dialer{}).DialContext(ctx, n, addr)
 		},
 	}}
 	resp, err := c.Get("https://example.com:" + strconv.Itoa(port) + "/")
@@ -610,29 +583,19 @@ func TestPoolKeyedByOriginalDst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Config{
+	addr := serveProxy(t, Config{
 		CA:          ca,
 		Injector:    noHostMatcher{}, // intercept every connection
 		OriginalDst: func(net.Conn) (string, int) { return dst.Load().(string), port },
 		ExtraRoots:  []*x509.Certificate{originCA.Certificate()},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go p.Serve(ctx, ln)
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.Certificate())
 	c := &http.Client{Transport: &http.Transport{
 		TLSClientConfig:   &tls.Config{RootCAs: roots},
 		DisableKeepAlives: true, // each request a new sandbox connection, so OriginalDst is asked each time
 		DialContext: func(ctx context.Context, n, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, n, ln.Addr().String())
+			return (&net.Dialer{}).DialContext(ctx, n, addr)
 		},
 	}}
 	for _, want := range []string{"A", "B", "A", "B"} {

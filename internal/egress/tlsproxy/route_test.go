@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -206,6 +207,15 @@ func TestCancelClosesSplicedConn(t *testing.T) {
 // returns its address.
 func serveProxy(t *testing.T, cfg Config) string {
 	t.Helper()
+	addr, _ := startProxy(t, cfg)
+	return addr
+}
+
+// startProxy runs a proxy with cfg on loopback and returns its address and
+// a stop function (also run when the test ends) that cancels Serve and
+// checks it returns nil.
+func startProxy(t *testing.T, cfg Config) (addr string, stop func()) {
+	t.Helper()
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -217,13 +227,14 @@ func serveProxy(t *testing.T, cfg Config) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- p.Serve(ctx, ln) }()
-	t.Cleanup(func() {
+	stop = sync.OnceFunc(func() {
 		cancel()
 		if err := <-served; err != nil {
 			t.Errorf("Serve() = %v, want nil after cancel", err)
 		}
 	})
-	return ln.Addr().String()
+	t.Cleanup(stop)
+	return ln.Addr().String(), stop
 }
 
 // TestNilInjectorSplicesEverything: with nothing to inject no connection is
