@@ -401,6 +401,20 @@ func TestProxyCutStreamIsLogged(t *testing.T) {
 	}
 }
 
+// rawExchange sends raw bytes to the server at url and reads until the
+// server closes the connection (10 s at most; an error then).
+func rawExchange(t *testing.T, url, raw string) ([]byte, error) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	go io.WriteString(conn, raw) // a large request may not fit the socket buffers
+	return io.ReadAll(conn)
+}
+
 // TestProxyBadChunkEndsConnection: with full duplex, net/http keeps a
 // connection open after a malformed chunk, and the bytes behind it would
 // be read as a second request. The proxy must end the connection instead,
@@ -412,16 +426,9 @@ func TestProxyBadChunkEndsConnection(t *testing.T) {
 		io.Copy(io.Discard, r.Body)
 		io.WriteString(w, "backend "+r.URL.Path)
 	}))
-	conn, err := net.Dial("tcp", strings.TrimPrefix(p.http.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(conn, "POST /sandboxes/sb1/proxy/8080/first HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+
+	replies, err := rawExchange(t, p.http.URL, "POST /sandboxes/sb1/proxy/8080/first HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+
 		"5\r\nhello\r\nZZ\r\n"+
 		"GET /sandboxes/sb1/proxy/8080/smuggled HTTP/1.1\r\nHost: x\r\n\r\n")
-	replies, err := io.ReadAll(conn) // ends when the server closes the connection
 	if err != nil {
 		t.Fatalf("reading the replies: %v (the connection was not closed)", err)
 	}
@@ -445,16 +452,9 @@ func TestProxyBadChunkUnreadEndsConnection(t *testing.T) {
 	closed := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	p.rt.address = func(string, int) (runtimeAddress, error) { return runtimeAddress{Host: "127.0.0.1", Port: closed}, nil }
-	conn, err := net.Dial("tcp", strings.TrimPrefix(p.http.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(conn, "POST /sandboxes/sb1/proxy/8080/first HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+
+	replies, err := rawExchange(t, p.http.URL, "POST /sandboxes/sb1/proxy/8080/first HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+
 		"5\r\nhello\r\nZZZ\r\n"+
 		"GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\n"+sandbox.APIKeyHeader+": "+testAPIKey+"\r\n\r\n")
-	replies, err := io.ReadAll(conn)
 	if err != nil {
 		t.Fatalf("reading the replies: %v (the connection was not closed)", err)
 	}
