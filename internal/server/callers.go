@@ -50,13 +50,13 @@ func (c *sandboxCallers) fromSandbox(ctx context.Context, remoteAddr string) boo
 		return true
 	}
 	ip = ip.Unmap().WithZone("")
-	in, known := c.match(c.get(ctx, false), ip)
+	in, known := c.get(ctx, false).match(ip)
 	if !known {
 		// Bridge-networked sandboxes never come from loopback.
 		return !ip.IsLoopback()
 	}
 	if !in && !ip.IsLoopback() {
-		in, _ = c.match(c.get(ctx, true), ip)
+		in, _ = c.get(ctx, true).match(ip)
 	}
 	return in
 }
@@ -69,7 +69,7 @@ type callerView struct {
 
 // match reports whether ip is a sandbox's address in v, and whether v is
 // known at all.
-func (c *sandboxCallers) match(v callerView, ip netip.Addr) (in, known bool) {
+func (v callerView) match(ip netip.Addr) (in, known bool) {
 	if !v.known {
 		return false, false
 	}
