@@ -20,6 +20,7 @@ import (
 	"github.com/opensandbox-go/opensandbox/internal/execd/code"
 	"github.com/opensandbox-go/opensandbox/internal/execd/command"
 	"github.com/opensandbox-go/opensandbox/internal/execd/files"
+	"github.com/opensandbox-go/opensandbox/internal/execd/isolation"
 	"github.com/opensandbox-go/opensandbox/internal/execd/metrics"
 	"github.com/opensandbox-go/opensandbox/internal/execd/procenv"
 	"github.com/opensandbox-go/opensandbox/internal/execd/proxy"
@@ -44,6 +45,11 @@ type config struct {
 }
 
 func main() {
+	// A session of the isolated execution API re-executes execd as its
+	// init and in-session server.
+	if code, ok := isolation.RunHelper(os.Args); ok {
+		os.Exit(code)
+	}
 	code, err := run(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "execd:", err)
@@ -107,6 +113,11 @@ func run(args []string) (int, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
+	// Before anything else starts: with isolated execution enabled, the
+	// runtime starts execd with CAP_SYS_ADMIN, which it uses once and drops.
+	if err := isolation.Bootstrap(); err != nil {
+		return 1, err
+	}
 	supervised := supervisor.IsSupervisedServer()
 	// The marker and the token are for execd alone: the commands it runs
 	// and the entrypoint must not see them.
@@ -188,6 +199,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		Metrics:     mc,
 		PTY:         pty.New(pty.Options{Env: env, Logger: logger}),
 		Proxy:       proxy.New(proxy.Options{StripHeaders: []string{sandbox.AccessTokenHeader}, Logger: logger}),
+		Isolated:    isolation.New(isolation.Options{Env: env, Logger: logger}),
 	})
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/opensandbox-go/opensandbox/internal/execd/code"
 	"github.com/opensandbox-go/opensandbox/internal/execd/command"
 	"github.com/opensandbox-go/opensandbox/internal/execd/files"
+	"github.com/opensandbox-go/opensandbox/internal/execd/isolation"
 	"github.com/opensandbox-go/opensandbox/internal/execd/metrics"
 	"github.com/opensandbox-go/opensandbox/internal/execd/proxy"
 	"github.com/opensandbox-go/opensandbox/internal/execd/pty"
@@ -40,6 +41,8 @@ type Config struct {
 	Metrics  *metrics.Collector
 	PTY      *pty.Manager
 	Proxy    *proxy.Proxy
+	// Isolated serves /v1/isolated (upstream OSEP-0013).
+	Isolated *isolation.Manager
 }
 
 // Server is execd's HTTP API.
@@ -111,6 +114,26 @@ func (s *Server) routes() []route {
 		{"GET /pty/{sessionId}", c.PTY.Status},
 		{"DELETE /pty/{sessionId}", c.PTY.Delete},
 		{"GET /pty/{sessionId}/ws", c.PTY.Attach},
+
+		{"GET /v1/isolated/capabilities", c.Isolated.Capabilities},
+		{"POST /v1/isolated/session", c.Isolated.Create},
+		{"GET /v1/isolated/sessions", c.Isolated.List},
+		{"GET /v1/isolated/session/{sessionId}", c.Isolated.Get},
+		{"DELETE /v1/isolated/session/{sessionId}", c.Isolated.Delete},
+		{"POST /v1/isolated/session/{sessionId}/run", c.Isolated.Run},
+		{"GET /v1/isolated/session/{sessionId}/diff", c.Isolated.NotSupported},
+		{"POST /v1/isolated/session/{sessionId}/commit", c.Isolated.NotSupported},
+		{"GET /v1/isolated/session/{sessionId}/files/info", c.Isolated.Files},
+		{"DELETE /v1/isolated/session/{sessionId}/files", c.Isolated.Files},
+		{"POST /v1/isolated/session/{sessionId}/files/permissions", c.Isolated.Files},
+		{"POST /v1/isolated/session/{sessionId}/files/mv", c.Isolated.Files},
+		{"GET /v1/isolated/session/{sessionId}/files/search", c.Isolated.Files},
+		{"POST /v1/isolated/session/{sessionId}/files/replace", c.Isolated.Files},
+		{"POST /v1/isolated/session/{sessionId}/files/upload", c.Isolated.Files},
+		{"GET /v1/isolated/session/{sessionId}/files/download", c.Isolated.Files},
+		{"GET /v1/isolated/session/{sessionId}/directories/list", c.Isolated.Files},
+		{"POST /v1/isolated/session/{sessionId}/directories", c.Isolated.Files},
+		{"DELETE /v1/isolated/session/{sessionId}/directories", c.Isolated.Files},
 
 		{"/proxy/{port}", c.Proxy.ServeHTTP},
 		{"/proxy/{port}/", c.Proxy.ServeHTTP},
@@ -265,6 +288,7 @@ func (s *Server) closeRunners() {
 		"sessions": s.cfg.Sessions.Close,
 		"code":     s.cfg.Code.Close,
 		"pty":      s.cfg.PTY.Close,
+		"isolated": s.cfg.Isolated.Close,
 	} {
 		if err := closer(ctx); err != nil {
 			s.cfg.Logger.Warn("closing runners", "runner", name, "err", err)

@@ -1,0 +1,179 @@
+//go:build linux
+
+package isolation
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
+)
+
+// start runs the init of a session described by spec with the listening
+// socket ln (nil for a probe) and returns once the session is set up, or
+// with the reason it could not be.
+func (m *Manager) start(ctx context.Context, spec initSpec, ln *os.File) (*exec.Cmd, error) {
+	js, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("ready pipe: %w", err)
+	}
+	defer readyR.Close()
+	if ln == nil {
+		if ln, err = os.Open(os.DevNull); err != nil {
+			readyW.Close()
+			return nil, err
+		}
+		defer ln.Close()
+	}
+	cmd := exec.Command(m.opts.Exe)
+	cmd.Args = []string{initArg0}
+	cmd.Env = []string{specEnv + "=" + string(js)}
+	cmd.ExtraFiles = []*os.File{ln, readyW}
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.SysProcAttr = sysProcAttr(spec)
+	err = cmd.Start()
+	readyW.Close()
+	if err != nil {
+		return nil, fmt.Errorf("create the session's namespaces: %w", err)
+	}
+	type answer struct {
+		line string
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		line, err := bufio.NewReader(readyR).ReadString('\n')
+		got <- answer{strings.TrimSpace(line), err}
+	}()
+	timer := time.NewTimer(m.opts.ReadyTimeout)
+	defer timer.Stop()
+	var a answer
+	select {
+	case a = <-got:
+	case <-timer.C:
+		a.err = fmt.Errorf("session setup took longer than %v", m.opts.ReadyTimeout)
+	case <-ctx.Done():
+		a.err = ctx.Err()
+	}
+	if a.err == nil && a.line == "ok" {
+		return cmd, nil
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	readyR.Close() // unblocks the reader when the answer never came
+	if a.err == nil || errors.Is(a.err, os.ErrClosed) {
+		a.err = errors.New(strings.TrimPrefix(a.line, "error: "))
+	}
+	if a.line == "" && !errors.Is(a.err, context.Canceled) {
+		a.err = fmt.Errorf("session init exited during setup (%v)", cmd.ProcessState)
+	}
+	return nil, a.err
+}
+
+// sysProcAttr gives the init fresh namespaces. In setpriv mode the user
+// namespace maps every id to itself, so that the session's uid and gid
+// are the real ones and files keep their owners; in userns mode only the
+// session's uid and gid exist, mapped to execd's.
+func sysProcAttr(spec initSpec) *syscall.SysProcAttr {
+	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP)
+	if !spec.ShareNet {
+		flags |= unix.CLONE_NEWNET
+	}
+	a := &syscall.SysProcAttr{Cloneflags: flags, Setsid: true}
+	if spec.Userns {
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: int(spec.UID), HostID: os.Geteuid(), Size: 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: int(spec.GID), HostID: os.Getegid(), Size: 1}}
+		a.GidMappingsEnableSetgroups = false
+	} else {
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1<<32 - 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1<<32 - 1}}
+		a.GidMappingsEnableSetgroups = true
+	}
+	return a
+}
+
+// probe finds out whether sessions can be built here by building one of
+// each uid mode around an empty workspace.
+func (m *Manager) probe() sandbox.IsolatedCapabilities {
+	caps := sandbox.IsolatedCapabilities{Isolator: "linux-namespaces", Version: kernelRelease()}
+	base, err := m.scratch()
+	if err != nil {
+		caps.Message = err.Error()
+		return caps
+	}
+	try := func(userns bool) error {
+		dir, err := os.MkdirTemp(base, "probe-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		spec := initSpec{
+			ID: "probe", Profile: profileStrict, Mode: modeOverlay, Probe: true, Userns: userns,
+			Root: filepath.Join(dir, "root"), Scratch: filepath.Join(dir, "scratch"), Workspace: filepath.Join(dir, "ws"),
+			UID: uint32(os.Geteuid()), GID: uint32(os.Getegid()), Hostname: "isolated-probe",
+		}
+		for _, d := range []string{spec.Root, spec.Scratch, spec.Workspace} {
+			if err := os.Mkdir(d, 0o700); err != nil {
+				return err
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), m.opts.ReadyTimeout)
+		defer cancel()
+		cmd, err := m.start(ctx, spec, nil)
+		if err != nil {
+			return err
+		}
+		return cmd.Wait()
+	}
+	var msgs []string
+	if os.Geteuid() == 0 {
+		if err := try(false); err != nil {
+			msgs = append(msgs, "setpriv: "+err.Error())
+		} else {
+			caps.SetprivAvailable = true
+		}
+	} else {
+		msgs = append(msgs, "setpriv: execd is not root")
+	}
+	if err := try(true); err != nil {
+		msgs = append(msgs, "userns: "+err.Error())
+	} else {
+		caps.UsernsAvailable = true
+	}
+	caps.Available = caps.SetprivAvailable || caps.UsernsAvailable
+	if !caps.Available {
+		caps.Message = strings.Join(msgs, "; ") + hint()
+	} else if len(msgs) > 0 {
+		caps.Message = strings.Join(msgs, "; ")
+	}
+	m.log.Info("isolated execution probed", "available", caps.Available, "setpriv", caps.SetprivAvailable, "userns", caps.UsernsAvailable, "message", caps.Message)
+	return caps
+}
+
+// hint says what usually fixes an unavailable isolator in a sandbox.
+func hint() string {
+	return " (inside a Docker sandbox this needs a sandbox created with isolated execution enabled; see docs/isolation.md)"
+}
+
+func kernelRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return ""
+	}
+	return "linux " + unix.ByteSliceToString(u.Release[:])
+}

@@ -1,0 +1,76 @@
+package isolation
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// initSpec is everything the session's init needs to build the session; it
+// travels to the init as JSON in an environment variable.
+type initSpec struct {
+	ID        string   `json:"id"`
+	Profile   string   `json:"profile"`
+	Root      string   `json:"root"`    // empty directory the new root is built on
+	Scratch   string   `json:"scratch"` // empty directory for the overlay's upper layer
+	Workspace string   `json:"workspace"`
+	Mode      string   `json:"mode"`
+	Binds     []bind   `json:"binds,omitempty"`
+	ShareNet  bool     `json:"share_net"`
+	Userns    bool     `json:"userns"` // uid_mode userns: identity is a mapping, not setuid
+	UID       uint32   `json:"uid"`
+	GID       uint32   `json:"gid"`
+	Hostname  string   `json:"hostname"`
+	Env       []string `json:"env"`
+	// Probe makes the init stop after the namespaces and mounts are set
+	// up, reporting success, instead of serving.
+	Probe bool `json:"probe,omitempty"`
+}
+
+type bind struct {
+	Source string `json:"source"`
+	Dest   string `json:"dest"`
+	RO     bool   `json:"ro"`
+}
+
+// systemDirs are mounted read-only into every session (those that exist;
+// symbolic links such as /bin -> usr/bin on merged-/usr systems are copied
+// as links). balancedDirs are added by the balanced profile: where images
+// install language runtimes and tools.
+var (
+	systemDirs   = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}
+	balancedDirs = []string{"/opt", "/srv", "/var/lib", "/var/cache"}
+)
+
+// reservedDests are paths a bind or workspace may not cover: the session's
+// own /proc, /dev and /tmp and the root itself.
+var reservedDests = []string{"/proc", "/dev"}
+
+// cleanAbs returns p cleaned when it is absolute and not "/", else an error
+// naming what.
+func cleanAbs(what, p string) (string, error) {
+	if p == "" {
+		return "", fmt.Errorf("%s must not be empty", what)
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", fmt.Errorf("%s %q contains a NUL byte", what, p)
+	}
+	if !filepath.IsAbs(p) {
+		return "", fmt.Errorf("%s %q must be an absolute path", what, p)
+	}
+	c := filepath.Clean(p)
+	if c == "/" {
+		return "", fmt.Errorf("%s must not be the root directory", what)
+	}
+	for _, r := range reservedDests {
+		if c == r || strings.HasPrefix(c, r+"/") {
+			return "", fmt.Errorf("%s %q is inside %s, which the session gets on its own", what, p, r)
+		}
+	}
+	return c, nil
+}
+
+// within reports whether p is dir or below it.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
