@@ -55,6 +55,7 @@ func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, logger *slog
 		SeccompProfile:       d.SeccompProfile,
 		AppArmorProfile:      d.AppArmorProfile,
 		PidsLimit:            pids,
+		IsolatedExecution:    d.IsolatedExecution,
 		Runtime:              cfg.SecureRuntime.DockerRuntime,
 		ExecdCopy:            d.ExecdCopy,
 		EgressImage:          cfg.Egress.Image,

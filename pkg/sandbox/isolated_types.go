@@ -6,6 +6,11 @@ import "time"
 // OSEP-0013): sessions whose processes run in their own user, mount, pid,
 // ipc, uts and (unless share_net) network namespaces inside one sandbox.
 
+// IsolationBootstrapEnv is set to "1" by a runtime that starts execd with
+// CAP_SYS_ADMIN so that it can offer isolated sessions; execd uses the
+// capability once at start and drops it.
+const IsolationBootstrapEnv = "OPENSANDBOX_ISOLATION"
+
 // Workspace modes of an isolated session.
 const (
 	WorkspaceRW      = "rw"      // the session writes the directory itself

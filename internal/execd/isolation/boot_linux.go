@@ -10,11 +10,13 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
 // BootstrapEnv is set by the runtime in sandboxes created with isolated
 // execution enabled, which it starts with CAP_SYS_ADMIN for this purpose.
-const BootstrapEnv = "OPENSANDBOX_ISOLATION"
+const BootstrapEnv = sandbox.IsolationBootstrapEnv
 
 // anchorDir holds the pid-only proc instance that lets sessions mount a
 // proc of their own (see Bootstrap).
@@ -27,6 +29,10 @@ const anchorDir = "/run/opensandbox/isolation-proc"
 // kernel lets a process in a new user namespace mount proc only if a proc
 // is fully visible in its mount namespace, and the runtime's /proc is not
 // (Docker masks /proc/kcore, /proc/sys and others with mounts). Then it
+// The anchor is read-only, and so the kernel lets nobody mount a writable
+// proc in a user namespace here: root in a session (or any process of the
+// sandbox in a user namespace of its own) is root on the host for files
+// such as /proc/sysrq-trigger that no capability guards. Then Bootstrap
 // drops CAP_SYS_ADMIN from every set of every thread, so that nothing
 // execd starts ever holds it. Any failure is returned: execd must not
 // run on with CAP_SYS_ADMIN.
@@ -45,7 +51,7 @@ func Bootstrap() error {
 	if err := os.MkdirAll(anchorDir, 0o555); err != nil {
 		return fmt.Errorf("isolation bootstrap: %w", err)
 	}
-	err = unix.Mount("proc", anchorDir, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "subset=pid")
+	err = unix.Mount("proc", anchorDir, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|unix.MS_RDONLY, "subset=pid")
 	if err != nil && !errors.Is(err, unix.EBUSY) {
 		return fmt.Errorf("isolation bootstrap: mount the proc anchor: %w", err)
 	}

@@ -106,7 +106,7 @@ func runInit() int {
 	}
 }
 
-// buildRoot assembles the session's root on spec.Root and pivots into it.
+// buildRoot assembles the session's root on spec.Root and enters it.
 func buildRoot(spec *initSpec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
@@ -154,7 +154,7 @@ func buildRoot(spec *initSpec) error {
 			return fmt.Errorf("bring up lo: %w", err)
 		}
 	}
-	return pivot(root)
+	return enterRoot(root)
 }
 
 // mountSystem mounts host directory d read-only at root+d, or copies it
@@ -341,26 +341,23 @@ func loopbackUp() error {
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }
 
-// pivot makes root the root of the mount namespace and detaches the old
-// one, so that nothing of the sandbox outside the session stays reachable;
-// the bare root itself becomes read-only.
-func pivot(root string) error {
+// enterRoot moves root over / and chroots into it, the way switch_root
+// does (Docker's seccomp profile refuses pivot_root). The sandbox's own
+// tree stays below, unreachable by any path: ".." from the new root leads
+// back into it, and only CAP_SYS_ADMIN in the session's user namespace,
+// which no session keeps, could unmount it. The bare root itself becomes
+// read-only.
+func enterRoot(root string) error {
 	if err := os.Chdir(root); err != nil {
 		return err
 	}
-	if err := os.Mkdir(".old-root", 0o700); err != nil {
-		return err
+	if err := unix.Mount(root, "/", "", unix.MS_MOVE, ""); err != nil {
+		return fmt.Errorf("move the session root over /: %w", err)
 	}
-	if err := unix.PivotRoot(".", ".old-root"); err != nil {
-		return fmt.Errorf("pivot_root: %w", err)
+	if err := unix.Chroot("."); err != nil {
+		return fmt.Errorf("chroot into the session root: %w", err)
 	}
 	if err := os.Chdir("/"); err != nil {
-		return err
-	}
-	if err := unix.Unmount("/.old-root", unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("detach the sandbox root: %w", err)
-	}
-	if err := os.Remove("/.old-root"); err != nil {
 		return err
 	}
 	if err := unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {

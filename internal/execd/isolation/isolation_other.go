@@ -13,7 +13,7 @@ import (
 
 // BootstrapEnv is set by the runtime in sandboxes created with isolated
 // execution enabled.
-const BootstrapEnv = "OPENSANDBOX_ISOLATION"
+const BootstrapEnv = sandbox.IsolationBootstrapEnv
 
 // RunHelper never claims a role off Linux.
 func RunHelper(args []string) (int, bool) { return 0, false }

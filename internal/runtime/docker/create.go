@@ -16,6 +16,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
 // cleanupTimeout bounds the removal of what a failed Create made; it runs
@@ -188,11 +189,14 @@ func (r *Runtime) containerConfig(spec runtime.Spec, ref string, imgLabels map[s
 
 	env := make([]string, 0, len(spec.Env)+1)
 	for k, v := range spec.Env {
-		if k != execdTokenEnv {
+		if k != execdTokenEnv && k != sandbox.IsolationBootstrapEnv {
 			env = append(env, k+"="+v)
 		}
 	}
 	sort.Strings(env)
+	if r.opts.IsolatedExecution {
+		env = append(env, sandbox.IsolationBootstrapEnv+"=1")
+	}
 	if spec.ExecdToken != "" {
 		env = append(env, execdTokenEnv+"="+spec.ExecdToken)
 	}
@@ -217,6 +221,11 @@ func (r *Runtime) containerConfig(spec runtime.Spec, ref string, imgLabels map[s
 		Init:        &no, // execd is the init
 		Runtime:     r.opts.Runtime,
 		Mounts:      plan.mounts,
+	}
+	if r.opts.IsolatedExecution {
+		// execd drops it at start, before any other process runs.
+		hc.CapAdd = []string{"SYS_ADMIN"}
+		hc.CapDrop = slices.DeleteFunc(slices.Clone(hc.CapDrop), func(c string) bool { return capName(c) == "SYS_ADMIN" })
 	}
 	if !r.opts.ExecdCopy {
 		hc.Mounts = append([]mount.Mount{{Type: mount.TypeBind, Source: r.opts.ExecdPath, Target: execdInContainer, ReadOnly: true}}, hc.Mounts...)

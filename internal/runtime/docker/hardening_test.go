@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -135,4 +136,57 @@ func TestGPURequest(t *testing.T) {
 		t.Errorf("DeviceRequests = %+v", dr)
 	}
 	r.Delete(ctx, spec.ID)
+}
+
+// TestIsolatedExecutionOption: with IsolatedExecution the sandbox starts
+// with CAP_SYS_ADMIN (and the isolation bootstrap variable), execd drops
+// it before anything else runs — no process inside holds it, not even in
+// its bounding set — and execd's isolated sessions are available. Without
+// the option they are not, and the capability stays dropped.
+func TestIsolatedExecutionOption(t *testing.T) {
+	t.Parallel()
+	needEngine(t)
+	const sysAdminBit = 1 << 21
+	for _, on := range []bool{true, false} {
+		t.Run(map[bool]string{true: "on", false: "off"}[on], func(t *testing.T) {
+			t.Parallel()
+			r := newTestRuntime(t, func(o *Options) { o.IsolatedExecution = on })
+			ctx := testCtx(t)
+			spec := baseSpec(t)
+			mustCreate(t, r, spec)
+			t.Cleanup(func() { r.Delete(context.Background(), spec.ID) })
+			c, err := env.cli.ContainerInspect(ctx, containerName(spec.ID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			hc := c.HostConfig
+			added := slices.ContainsFunc(hc.CapAdd, func(s string) bool { return capName(s) == "SYS_ADMIN" })
+			dropped := slices.ContainsFunc(hc.CapDrop, func(s string) bool { return capName(s) == "SYS_ADMIN" })
+			hasEnv := slices.Contains(c.Config.Env, "OPENSANDBOX_ISOLATION=1")
+			if added != on || dropped == on || hasEnv != on {
+				t.Errorf("CapAdd %v CapDrop %v env has bootstrap %v; want SYS_ADMIN added and not dropped, and the variable, exactly when on=%v", hc.CapAdd, hc.CapDrop, hasEnv, on)
+			}
+			res := run(t, r, spec.ID, spec.ExecdToken, "for p in 1 self; do sed -n 's/^CapBnd:\t//p;s/^CapEff:\t//p' /proc/$p/status; done")
+			if len(res.stdout) != 4 {
+				t.Fatalf("capability lines = %q", res.stdout)
+			}
+			for _, hex := range res.stdout {
+				v, err := strconv.ParseUint(hex, 16, 64)
+				if err != nil || v&sysAdminBit != 0 {
+					t.Errorf("a process in the sandbox holds CAP_SYS_ADMIN (mask %s, %v): %q", hex, err, res.stdout)
+				}
+			}
+			a, err := r.Address(ctx, spec.ID, 44772)
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, body, err := get(a, "/v1/isolated/capabilities", spec.ExecdToken, 20*time.Second)
+			if err != nil || code != 200 {
+				t.Fatalf("GET /v1/isolated/capabilities: %d %s %v", code, body, err)
+			}
+			if got := strings.Contains(body, `"available":true`); got != on {
+				t.Errorf("capabilities = %s; want available=%v", body, on)
+			}
+		})
+	}
 }

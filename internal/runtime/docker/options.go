@@ -58,6 +58,14 @@ type Options struct {
 	SeccompProfile string
 	// AppArmorProfile is the AppArmor profile name; "" = engine default.
 	AppArmorProfile string
+	// IsolatedExecution lets execd offer isolated sessions (the
+	// /v1/isolated API): sandboxes start with CAP_SYS_ADMIN, which execd
+	// uses once at start (see internal/execd/isolation.Bootstrap) and
+	// drops before anything else runs; the engine's default seccomp
+	// profile then admits the namespace system calls sessions need
+	// (unshare, clone with namespace flags, mount, pivot_root, setns).
+	// Default false: those calls stay refused. See docs/isolation.md.
+	IsolatedExecution bool
 	// PidsLimit caps the processes of a sandbox; 0 means 4096, <0 no limit.
 	PidsLimit int64
 	// Runtime is the OCI runtime name (runc, runsc, kata-runtime...);
