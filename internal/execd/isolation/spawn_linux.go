@@ -99,12 +99,22 @@ func sysProcAttr(spec initSpec) *syscall.SysProcAttr {
 		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: int(spec.UID), HostID: os.Geteuid(), Size: 1}}
 		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: int(spec.GID), HostID: os.Getegid(), Size: 1}}
 		a.GidMappingsEnableSetgroups = false
+		// The init is not root in its namespace, so execve would drop
+		// the capabilities its setup needs; ambient ones survive it.
+		a.AmbientCaps = setupCaps
 	} else {
 		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1<<32 - 1}}
 		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1<<32 - 1}}
 		a.GidMappingsEnableSetgroups = true
 	}
 	return a
+}
+
+// setupCaps are what the init needs to build the session.
+var setupCaps = []uintptr{
+	unix.CAP_SYS_ADMIN, unix.CAP_SYS_CHROOT, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP,
+	unix.CAP_CHOWN, unix.CAP_DAC_OVERRIDE, unix.CAP_FOWNER, unix.CAP_FSETID, unix.CAP_KILL,
+	unix.CAP_SETGID, unix.CAP_SETUID, unix.CAP_NET_BIND_SERVICE,
 }
 
 // probe finds out whether sessions can be built here by building one of

@@ -1,0 +1,465 @@
+//go:build linux
+
+package isolation
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/opensandbox-go/opensandbox/internal/execd/procenv"
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
+)
+
+// These tests build real sessions: they need root (setpriv mode maps every
+// id) and a kernel that allows user namespaces, and skip otherwise. The
+// helper roles run in a cgo-free execd built once, because the test binary
+// may use cgo (-race), under which AllThreadsSyscall is refused.
+
+var helperExe string
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "isolation-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	helperExe = filepath.Join(dir, "execd")
+	build := exec.Command("go", "build", "-o", helperExe, "github.com/opensandbox-go/opensandbox/cmd/execd")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build execd: %v\n%s", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+type harness struct {
+	t   *testing.T
+	m   *Manager
+	url string
+}
+
+func newHarness(t *testing.T, base []string) *harness {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("isolated sessions in setpriv mode need root")
+	}
+	if base == nil {
+		base = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
+	}
+	m := New(Options{Exe: helperExe, Env: procenv.Builder{Base: base}, ReapInterval: 50 * time.Millisecond})
+	if caps := m.capabilities(); !caps.Available {
+		m.Close(context.Background())
+		t.Skipf("isolation unavailable here: %s", caps.Message)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/isolated/capabilities", m.Capabilities)
+	mux.HandleFunc("POST /v1/isolated/session", m.Create)
+	mux.HandleFunc("GET /v1/isolated/sessions", m.List)
+	mux.HandleFunc("GET /v1/isolated/session/{sessionId}", m.Get)
+	mux.HandleFunc("DELETE /v1/isolated/session/{sessionId}", m.Delete)
+	mux.HandleFunc("POST /v1/isolated/session/{sessionId}/run", m.Run)
+	mux.HandleFunc("GET /v1/isolated/session/{sessionId}/diff", m.NotSupported)
+	for _, p := range []string{"GET /files/info", "GET /files/download", "POST /files/upload", "GET /directories/list", "POST /directories"} {
+		method, path, _ := strings.Cut(p, " ")
+		mux.HandleFunc(method+" /v1/isolated/session/{sessionId}"+path, m.Files)
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return &harness{t: t, m: m, url: srv.URL}
+}
+
+func (h *harness) do(method, path string, body any) (int, []byte) {
+	h.t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, h.url+path, r)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// create makes a session and deletes it at the end of the test.
+func (h *harness) create(req sandbox.CreateIsolatedSessionRequest) string {
+	h.t.Helper()
+	code, body := h.do(http.MethodPost, "/v1/isolated/session", req)
+	if code != http.StatusCreated {
+		h.t.Fatalf("create %+v: %d %s", req, code, body)
+	}
+	var info sandbox.IsolatedSessionInfo
+	if err := json.Unmarshal(body, &info); err != nil || info.SessionID == "" {
+		h.t.Fatalf("create: body %s: %v", body, err)
+	}
+	h.t.Cleanup(func() { h.do(http.MethodDelete, "/v1/isolated/session/"+info.SessionID, nil) })
+	return info.SessionID
+}
+
+type result struct {
+	stdout, stderr string
+	exit           int
+}
+
+// run runs code in session id and collects its output and exit code.
+func (h *harness) run(id, code string) result {
+	h.t.Helper()
+	b, _ := json.Marshal(sandbox.IsolatedRunRequest{Code: code})
+	resp, err := http.Post(h.url+"/v1/isolated/session/"+id+"/run", "application/json", bytes.NewReader(b))
+	if err != nil {
+		h.t.Fatalf("run %q: %v", code, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		h.t.Fatalf("run %q: %s %s", code, resp.Status, body)
+	}
+	var res result
+	res.exit = -1
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev sandbox.StreamEvent
+		if err := dec.Decode(&ev); err == io.EOF {
+			break
+		} else if err != nil {
+			h.t.Fatalf("run %q: decode: %v", code, err)
+		}
+		switch ev.Type {
+		case sandbox.EventStdout:
+			res.stdout += ev.Text + "\n"
+		case sandbox.EventStderr:
+			res.stderr += ev.Text + "\n"
+		case sandbox.EventExecutionComplete:
+			res.exit = 0
+		case sandbox.EventError:
+			res.exit, _ = strconv.Atoi(ev.Error.Value)
+		}
+	}
+	return res
+}
+
+func TestCapabilities(t *testing.T) {
+	h := newHarness(t, nil)
+	code, body := h.do(http.MethodGet, "/v1/isolated/capabilities", nil)
+	var caps sandbox.IsolatedCapabilities
+	if code != 200 || json.Unmarshal(body, &caps) != nil || !caps.Available || !caps.SetprivAvailable || !caps.UsernsAvailable || caps.CommitSupported {
+		t.Fatalf("capabilities = %d %s", code, body)
+	}
+}
+
+// TestSessionsCannotSeeEachOther: a file and a process of one session are
+// invisible to another, and the sessions have their own hostnames.
+func TestSessionsCannotSeeEachOther(t *testing.T) {
+	h := newHarness(t, nil)
+	wsA, wsB := t.TempDir(), t.TempDir()
+	a := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: wsA}})
+	b := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: wsB}})
+
+	if r := h.run(a, "echo secret-a > mine.txt && (sleep 300 & echo $!) && cat "+wsA+"/mine.txt"); r.exit != 0 || !strings.Contains(r.stdout, "secret-a") {
+		t.Fatalf("session A: %+v", r)
+	}
+	if got, err := os.ReadFile(filepath.Join(wsA, "mine.txt")); err != nil || string(got) != "secret-a\n" {
+		t.Errorf("A's rw workspace on the host: %q %v", got, err)
+	}
+	r := h.run(b, "ls "+wsA+"; cat "+wsA+"/mine.txt; ps -eo comm=; hostname")
+	if strings.Contains(r.stdout, "secret-a") || strings.Contains(r.stdout, "mine.txt") {
+		t.Errorf("session B sees session A's file: %+v", r)
+	}
+	if strings.Contains(r.stdout, "sleep") {
+		t.Errorf("session B sees session A's sleep: %q", r.stdout)
+	}
+	if !strings.Contains(r.stdout, "bash") {
+		t.Errorf("ps in session B shows not even its own init: %q", r.stdout)
+	}
+	hostB := lastLine(r.stdout)
+	hostA := lastLine(h.run(a, "hostname").stdout)
+	if hostA == hostB || !strings.HasPrefix(hostA, "isolated-") {
+		t.Errorf("hostnames A %q B %q: want distinct isolated-* names", hostA, hostB)
+	}
+	// A's process is in A only: its pid namespace shows it.
+	if r := h.run(a, "ps -eo comm="); !strings.Contains(r.stdout, "sleep") {
+		t.Errorf("session A lost its own background sleep: %q", r.stdout)
+	}
+	// The sandbox's other files are not there either.
+	if r := h.run(b, "ls /root /home 2>&1; cat /etc/hostname >/dev/null; echo x > /etc/probe"); r.exit == 0 {
+		t.Errorf("session B could write /etc: %+v", r)
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+func TestWorkspaceModes(t *testing.T) {
+	h := newHarness(t, nil)
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "orig.txt"), []byte("orig\n"), 0o644)
+
+	ro := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: ws, Mode: sandbox.WorkspaceRO}})
+	if r := h.run(ro, "cat orig.txt && echo new > new.txt"); r.exit == 0 || !strings.Contains(r.stdout, "orig") || !strings.Contains(r.stderr, "Read-only") {
+		t.Errorf("ro workspace: %+v; want orig readable and the write refused", r)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "new.txt")); err == nil {
+		t.Errorf("ro session wrote new.txt on the host")
+	}
+
+	ov := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: ws, Mode: sandbox.WorkspaceOverlay}})
+	if r := h.run(ov, "echo changed > orig.txt && echo new > new.txt && cat orig.txt new.txt"); r.exit != 0 || r.stdout != "changed\nnew\n" {
+		t.Fatalf("overlay session: %+v", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "orig.txt")); string(b) != "orig\n" {
+		t.Errorf("overlay write reached the host: orig.txt = %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "new.txt")); err == nil {
+		t.Errorf("overlay session created new.txt on the host")
+	}
+	// A new session on the same workspace starts from the original.
+	h.do(http.MethodDelete, "/v1/isolated/session/"+ov, nil)
+	ov2 := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: ws, Mode: sandbox.WorkspaceOverlay}})
+	if r := h.run(ov2, "cat orig.txt; ls"); r.stdout != "orig\norig.txt\n" {
+		t.Errorf("after the overlay session ended: %+v", r)
+	}
+}
+
+func TestNetwork(t *testing.T) {
+	h := newHarness(t, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("hello-from-host\n"))
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	probe := fmt.Sprintf("ip -o link | cut -d: -f2; (exec 3<>/dev/tcp/127.0.0.1/%d && cat <&3) 2>&1", port)
+
+	isolated := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: t.TempDir()}})
+	r := h.run(isolated, probe)
+	if strings.Contains(r.stdout, "hello-from-host") || strings.TrimSpace(strings.Split(r.stdout, "\n")[0]) != "lo" {
+		t.Errorf("share_net=false: %+v; want only lo and no route to the host's listener", r)
+	}
+	shared := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: t.TempDir()}, ShareNet: true})
+	if r := h.run(shared, probe); !strings.Contains(r.stdout, "hello-from-host") {
+		t.Errorf("share_net=true: %+v; want the host's listener reached", r)
+	}
+}
+
+func TestIdleTimeoutReaps(t *testing.T) {
+	h := newHarness(t, nil)
+	id := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: t.TempDir()}, IdleTimeoutSeconds: 1})
+	// A run longer than the timeout keeps the session alive.
+	if r := h.run(id, "sleep 1.5; echo alive"); r.stdout != "alive\n" {
+		t.Fatalf("run across the idle timeout: %+v", r)
+	}
+	code, body := h.do(http.MethodGet, "/v1/isolated/session/"+id, nil)
+	var st sandbox.IsolatedSessionState
+	if code != 200 || json.Unmarshal(body, &st) != nil || st.IdleRemainingSeconds == nil || st.LastRunAt == nil {
+		t.Fatalf("get after run: %d %s", code, body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, _ := h.do(http.MethodGet, "/v1/isolated/session/"+id, nil)
+		if code == http.StatusNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session still there 10s after a 1s idle timeout")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, body := h.do(http.MethodGet, "/v1/isolated/sessions", nil); strings.Contains(string(body), id) {
+		t.Errorf("list still shows the reaped session: %s", body)
+	}
+}
+
+func TestEnvPassthrough(t *testing.T) {
+	h := newHarness(t, []string{"PATH=/usr/bin:/bin", "SECRET=s3", "FOO=foo"})
+	cases := []struct {
+		pt         *sandbox.EnvPassthrough
+		want, deny []string
+	}{
+		{nil, []string{"PATH=/usr/bin:/bin"}, []string{"SECRET", "FOO"}},
+		{&sandbox.EnvPassthrough{Mode: "allow", Keys: []string{"FOO"}}, []string{"FOO=foo"}, []string{"SECRET"}},
+		{&sandbox.EnvPassthrough{Mode: "deny", Keys: []string{"SECRET"}}, []string{"FOO=foo", "PATH="}, []string{"SECRET"}},
+	}
+	for i, c := range cases {
+		id := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: t.TempDir()}, EnvPassthrough: c.pt})
+		out := h.run(id, "env").stdout
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("case %d: env lacks %s: %q", i, w, out)
+			}
+		}
+		for _, d := range c.deny {
+			if strings.Contains(out, d+"=") {
+				t.Errorf("case %d: env has %s: %q", i, d, out)
+			}
+		}
+	}
+}
+
+func TestIdentity(t *testing.T) {
+	h := newHarness(t, nil)
+	ws := t.TempDir()
+	os.Chmod(ws, 0o777)
+	uid, gid := uint32(1234), uint32(2345)
+	set := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: ws}, UID: &uid, GID: &gid})
+	if r := h.run(set, "id -u; id -g; touch by-setpriv"); r.stdout != "1234\n2345\n" {
+		t.Errorf("setpriv identity: %+v", r)
+	}
+	if fi, err := os.Stat(filepath.Join(ws, "by-setpriv")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 1234 {
+		t.Errorf("file made by the setpriv session: %v %v; want owned by uid 1234 on the host", fi, err)
+	}
+	uns := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: ws}, UID: &uid, GID: &gid, UIDMode: sandbox.UIDModeUserns})
+	if r := h.run(uns, "id -u; id -g; touch by-userns"); r.stdout != "1234\n2345\n" {
+		t.Errorf("userns identity: %+v", r)
+	}
+	if fi, err := os.Stat(filepath.Join(ws, "by-userns")); err != nil || fi.Sys().(*syscall.Stat_t).Uid != uint32(os.Geteuid()) {
+		t.Errorf("file made by the userns session: %v %v; want owned by execd's uid on the host", fi, err)
+	}
+}
+
+func TestProfilesAndBinds(t *testing.T) {
+	h := newHarness(t, nil)
+	shared := t.TempDir()
+	os.WriteFile(filepath.Join(shared, "data.txt"), []byte("shared\n"), 0o644)
+	rw := t.TempDir()
+	req := sandbox.CreateIsolatedSessionRequest{
+		Workspace:     sandbox.IsolatedWorkspace{Path: t.TempDir()},
+		Binds:         []sandbox.IsolatedBind{{Source: shared, Dest: "/mnt/shared", ReadOnly: true}},
+		ExtraWritable: []string{rw},
+	}
+	strict := h.create(req)
+	r := h.run(strict, "cat /mnt/shared/data.txt; echo x > /mnt/shared/new 2>/dev/null && echo wrote-ro; echo y > "+rw+"/out && echo wrote-rw; grep CapEff /proc/self/status; ls -d /opt 2>&1")
+	if !strings.Contains(r.stdout, "shared") || strings.Contains(r.stdout, "wrote-ro") || !strings.Contains(r.stdout, "wrote-rw") {
+		t.Errorf("binds in a strict session: %+v", r)
+	}
+	if !strings.Contains(r.stdout, "CapEff:\t0000000000000000") {
+		t.Errorf("strict session holds capabilities: %q", r.stdout)
+	}
+	if b, _ := os.ReadFile(filepath.Join(rw, "out")); string(b) != "y\n" {
+		t.Errorf("extra_writable write on the host: %q", b)
+	}
+	req.Profile = sandbox.IsolationBalanced
+	bal := h.create(req)
+	r = h.run(bal, "grep CapEff /proc/self/status; ls -d /opt; echo 1 > /proc/sys/kernel/sysrq || echo proc-ro")
+	if strings.Contains(r.stdout, "CapEff:\t0000000000000000") || !strings.Contains(r.stdout, "/opt") || !strings.Contains(r.stdout, "proc-ro") {
+		t.Errorf("balanced session: %+v; want some capabilities, /opt and a read-only /proc", r)
+	}
+}
+
+func TestSessionFiles(t *testing.T) {
+	h := newHarness(t, nil)
+	ws := t.TempDir()
+	id := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: ws, Mode: sandbox.WorkspaceOverlay}})
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	meta, _ := mw.CreateFormField("metadata")
+	fmt.Fprintf(meta, `{"path":%q}`, ws+"/up.txt")
+	f, _ := mw.CreateFormFile("file", "up.txt")
+	f.Write([]byte("uploaded\n"))
+	mw.Close()
+	resp, err := http.Post(h.url+"/v1/isolated/session/"+id+"/files/upload", mw.FormDataContentType(), &buf)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("upload: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if r := h.run(id, "cat up.txt"); r.stdout != "uploaded\n" {
+		t.Errorf("uploaded file inside the session: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "up.txt")); err == nil {
+		t.Errorf("upload into an overlay session reached the host")
+	}
+	h.run(id, "echo made-inside > inside.txt")
+	code, body := h.do(http.MethodGet, "/v1/isolated/session/"+id+"/files/download?path="+ws+"/inside.txt", nil)
+	if code != 200 || string(body) != "made-inside\n" {
+		t.Errorf("download: %d %q", code, body)
+	}
+	code, body = h.do(http.MethodGet, "/v1/isolated/session/"+id+"/files/info?path=/etc/hostname&path=/root", nil)
+	if code != http.StatusNotFound && !strings.Contains(string(body), "etc/hostname") {
+		t.Errorf("info: %d %s", code, body)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	h := newHarness(t, nil)
+	ws := t.TempDir()
+	for name, req := range map[string]sandbox.CreateIsolatedSessionRequest{
+		"no workspace":      {},
+		"relative":          {Workspace: sandbox.IsolatedWorkspace{Path: "rel"}},
+		"root":              {Workspace: sandbox.IsolatedWorkspace{Path: "/"}},
+		"bad mode":          {Workspace: sandbox.IsolatedWorkspace{Path: ws, Mode: "rwx"}},
+		"bad profile":       {Workspace: sandbox.IsolatedWorkspace{Path: ws}, Profile: "loose"},
+		"proc bind":         {Workspace: sandbox.IsolatedWorkspace{Path: ws}, Binds: []sandbox.IsolatedBind{{Source: "/proc"}}},
+		"sys bind":          {Workspace: sandbox.IsolatedWorkspace{Path: ws}, Binds: []sandbox.IsolatedBind{{Source: "/sys/kernel"}}},
+		"missing source":    {Workspace: sandbox.IsolatedWorkspace{Path: ws}, Binds: []sandbox.IsolatedBind{{Source: ws + "/nope"}}},
+		"bad uid mode":      {Workspace: sandbox.IsolatedWorkspace{Path: ws}, UIDMode: "sudo"},
+		"negative idle":     {Workspace: sandbox.IsolatedWorkspace{Path: ws}, IdleTimeoutSeconds: -1},
+		"bad passthrough":   {Workspace: sandbox.IsolatedWorkspace{Path: ws}, EnvPassthrough: &sandbox.EnvPassthrough{Mode: "some"}},
+		"bind over the ws":  {Workspace: sandbox.IsolatedWorkspace{Path: ws}, Binds: []sandbox.IsolatedBind{{Source: "/usr", Dest: ws}}},
+		"dest in /dev":      {Workspace: sandbox.IsolatedWorkspace{Path: ws}, Binds: []sandbox.IsolatedBind{{Source: "/usr", Dest: "/dev/x"}}},
+		"workspace in proc": {Workspace: sandbox.IsolatedWorkspace{Path: "/proc/1"}},
+	} {
+		code, body := h.do(http.MethodPost, "/v1/isolated/session", req)
+		if code != http.StatusBadRequest || !strings.Contains(string(body), `"code":"INVALID_REQUEST_BODY"`) {
+			t.Errorf("%s: %d %s; want 400 INVALID_REQUEST_BODY", name, code, body)
+		}
+	}
+	for _, p := range []string{"/v1/isolated/session/nope", "/v1/isolated/session/nope/diff"} {
+		if code, body := h.do(http.MethodGet, p, nil); code != http.StatusNotFound || !strings.Contains(string(body), "SESSION_NOT_FOUND") {
+			t.Errorf("GET %s: %d %s", p, code, body)
+		}
+	}
+	id := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: ws}})
+	if code, body := h.do(http.MethodPost, "/v1/isolated/session/"+id+"/run", sandbox.IsolatedRunRequest{Code: "  "}); code != http.StatusBadRequest {
+		t.Errorf("run without code: %d %s", code, body)
+	}
+	if code, body := h.do(http.MethodGet, "/v1/isolated/session/"+id+"/diff", nil); code != http.StatusServiceUnavailable || !strings.Contains(string(body), "NOT_SUPPORTED") {
+		t.Errorf("diff: %d %s", code, body)
+	}
+	if r := h.run(id, "exit 3"); r.exit != 3 {
+		t.Errorf("exit code = %d, want 3", r.exit)
+	}
+}
