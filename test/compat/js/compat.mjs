@@ -8,6 +8,10 @@
 //   OPEN_SANDBOX_PROTOCOL  http | https (the JS SDK does not read this one; we pass it on)
 //   COMPAT_IMAGE           sandbox image (default opensandbox/base:latest; needs bash and python3)
 //   COMPAT_MODES           comma list of "direct" and/or "proxy" (default both)
+//   COMPAT_ISOLATION       "1" when the server creates sandboxes with isolated
+//                          execution (docker.isolated_execution): the isolation
+//                          steps then drive sessions; otherwise they check
+//                          that the API says it is unavailable
 //   COMPAT_RUN_ID          value of the "compat" metadata put on every sandbox
 //                          (default generated), so a caller can find leftovers
 //
@@ -261,6 +265,8 @@ async function runMode(mode) {
     });
 
     const dir = `/tmp/compat-${mode}`;
+    await isolationSteps(step, () => sbx);
+
     await step("files-write-read", ["create"], async () => {
       await sbx.files.createDirectories([{ path: dir, mode: 755 }]);
       await sbx.files.writeFiles([
@@ -521,6 +527,99 @@ async function runMode(mode) {
     if (sbx) await sbx.close().catch(() => undefined);
     await manager.close().catch(() => undefined);
   }
+}
+
+// ---- Isolated Execution API (OSEP-0013): sandbox.isolation ----------------
+// Self-contained: with COMPAT_ISOLATION=1 it creates two sessions, runs code
+// in them, moves files through a session's own view, checks that neither
+// sees the other, runs runOnce in ro and overlay mode and deletes; without
+// it, capabilities must say unavailable and create must fail with 503.
+async function isolationSteps(step, getSbx) {
+  const wanted = process.env.COMPAT_ISOLATION === "1";
+  await step("isolation-capabilities", ["create"], async () => {
+    const caps = await getSbx().isolation.capabilities();
+    eq(caps.available, wanted, "capabilities.available");
+    eq(caps.commit_supported, false, "capabilities.commit_supported");
+    if (wanted) eq(caps.setpriv_available, true, "capabilities.setpriv_available");
+    else assert(typeof caps.message === "string" && caps.message.length > 0, `capabilities.message ${JSON.stringify(caps.message)}`);
+  });
+  if (!wanted) {
+    await step("isolation-unavailable", ["isolation-capabilities"], async () => {
+      let status;
+      try {
+        await getSbx().isolation.create({ workspace: { path: "/tmp/iso-compat" } });
+      } catch (err) {
+        status = /failed: (\d+)/.exec(String(err?.message))?.[1];
+      }
+      eq(status, "503", "status of create without isolated execution");
+    });
+    return;
+  }
+  const iso = getSbx().isolation;
+  let a, b;
+  await step("isolation-session", ["isolation-capabilities"], async () => {
+    a = await iso.create({ workspace: { path: "/tmp/iso-compat-a" }, idle_timeout_seconds: 300 });
+    b = await iso.create({ workspace: { path: "/tmp/iso-compat-b", mode: "rw" }, profile: "balanced" });
+    assert(/^[0-9a-f-]{36}$/.test(a.sessionId), `session id ${a.sessionId}`);
+    eq(a.info.workspace, { path: "/tmp/iso-compat-a", mode: "rw" }, "info.workspace");
+    const st = await a.get();
+    eq(st.status, "active", "state.status");
+    eq(st.idle_timeout_seconds, 300, "state.idle_timeout_seconds");
+    const again = await iso.attach(a.sessionId);
+    eq(again.info.profile, "strict", "attach: profile");
+    const ids = (await iso.list()).map((s) => s.session_id);
+    assert(ids.includes(a.sessionId) && ids.includes(b.sessionId), `list ${JSON.stringify(ids)}`);
+  });
+  await step("isolation-run", ["isolation-session"], async () => {
+    const seen = [];
+    const ex = await a.run("echo one; echo two >&2; (sleep 600 >/dev/null 2>&1 &) ; echo $ISO_X; exit 0", { envs: { ISO_X: "x1" } }, {
+      onStdout: (m) => { seen.push(m.text); },
+    });
+    eq(stdoutLines(ex), ["one", "x1"], "stdout");
+    eq(stderrLines(ex), ["two"], "stderr");
+    eq(ex.exitCode, 0, "exitCode");
+    eq(seen, ["one", "x1"], "streamed stdout");
+    const bad = await a.run("exit 7");
+    eq(bad.exitCode, 7, "exit code of a failing run");
+  });
+  await step("isolation-files", ["isolation-session"], async () => {
+    await a.files.writeFiles([{ path: "/tmp/iso-compat-a/note.txt", data: "from the sdk\n" }]);
+    const ex = await a.run("cat /tmp/iso-compat-a/note.txt; echo made > made.txt");
+    eq(stdoutLines(ex), ["from the sdk"], "uploaded file seen by the session");
+    eq(await a.files.readFile("/tmp/iso-compat-a/made.txt"), "made\n", "file made by the session");
+    const names = (await a.files.listDirectory({ path: "/tmp/iso-compat-a" })).map((f) => f.path.split("/").pop()).sort();
+    eq(names, ["made.txt", "note.txt"], "listing of the workspace");
+  });
+  await step("isolation-separation", ["isolation-run", "isolation-files"], async () => {
+    const ex = await b.run("ls /tmp/iso-compat-a 2>&1 | head -1; ps -eo comm= | grep -c sleep; hostname");
+    const out = stdoutLines(ex);
+    assert(out[0].includes("No such file"), `session b sees a's workspace: ${JSON.stringify(out)}`);
+    eq(out[1], "0", "sleeps of session a seen from session b");
+    const own = await a.run("ps -eo comm= | grep -c sleep; hostname");
+    eq(stdoutLines(own)[0], "1", "session a sees its own sleep");
+    assert(stdoutLines(own)[1] !== out[2], "sessions share a hostname");
+  });
+  await step("isolation-run-once", ["isolation-separation"], async () => {
+    const ro = await iso.runOnce("echo x > /tmp/iso-compat-a/ro.txt", "/tmp/iso-compat-a", { workspaceMode: "ro" });
+    assert(ro.exitCode !== 0, `ro workspace write exit ${ro.exitCode}`);
+    const ov = await iso.runOnce("echo x > over.txt && cat over.txt", "/tmp/iso-compat-a", { workspaceMode: "overlay", shareNet: false });
+    eq(stdoutLines(ov), ["x"], "overlay run");
+    const ls = await a.run("ls /tmp/iso-compat-a");
+    eq(stdoutLines(ls), ["made.txt", "note.txt"], "workspace after ro and overlay runs");
+  });
+  await step("isolation-delete", ["isolation-session"], async () => {
+    await a.delete();
+    await b.delete();
+    let status;
+    try {
+      await a.get();
+    } catch (err) {
+      status = /failed: (\d+)/.exec(String(err?.message))?.[1];
+    }
+    eq(status, "404", "status of a deleted session");
+    const left = (await iso.list()).map((s) => s.session_id);
+    assert(!left.includes(a.sessionId) && !left.includes(b.sessionId), `sessions left ${JSON.stringify(left)}`);
+  });
 }
 
 console.log(`OpenSandbox JS SDK compat run ${RUN}: domain=${process.env.OPEN_SANDBOX_DOMAIN} protocol=${PROTOCOL} image=${IMAGE} modes=${MODES.join(",")}`);
