@@ -162,6 +162,24 @@ func TestExecdDocumentIsValid(t *testing.T) {
 		"/pty/{sessionId}":            {"GET", "DELETE"},
 		"/pty/{sessionId}/ws":         {"GET"},
 		"/proxy/{port}/{path}":        {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"},
+
+		"/v1/isolated/capabilities":                          {"GET"},
+		"/v1/isolated/session":                               {"POST"},
+		"/v1/isolated/sessions":                              {"GET"},
+		"/v1/isolated/session/{sessionId}":                   {"GET", "DELETE"},
+		"/v1/isolated/session/{sessionId}/run":               {"POST"},
+		"/v1/isolated/session/{sessionId}/diff":              {"GET"},
+		"/v1/isolated/session/{sessionId}/commit":            {"POST"},
+		"/v1/isolated/session/{sessionId}/files/info":        {"GET"},
+		"/v1/isolated/session/{sessionId}/files":             {"DELETE"},
+		"/v1/isolated/session/{sessionId}/files/permissions": {"POST"},
+		"/v1/isolated/session/{sessionId}/files/mv":          {"POST"},
+		"/v1/isolated/session/{sessionId}/files/search":      {"GET"},
+		"/v1/isolated/session/{sessionId}/files/replace":     {"POST"},
+		"/v1/isolated/session/{sessionId}/files/upload":      {"POST"},
+		"/v1/isolated/session/{sessionId}/files/download":    {"GET"},
+		"/v1/isolated/session/{sessionId}/directories/list":  {"GET"},
+		"/v1/isolated/session/{sessionId}/directories":       {"POST", "DELETE"},
 	}
 	for path, methods := range want {
 		item := s.Doc.Paths.Value(path)

@@ -31,10 +31,17 @@ func presentBaseImage(t *testing.T) string {
 	return baseImageRef
 }
 
-// isoClient speaks execd's /v1/isolated API of one sandbox over raw HTTP.
+// isoClient speaks execd's /v1/isolated API of one sandbox over raw HTTP,
+// checking every exchange against api/execd.yaml.
 type isoClient struct {
-	t  *testing.T
-	sb *sandbox.Sandbox
+	t      *testing.T
+	sb     *sandbox.Sandbox
+	client *http.Client
+}
+
+func newIsoClient(t *testing.T, sb *sandbox.Sandbox) *isoClient {
+	spec := openapitest.Load(t, "api/execd.yaml")
+	return &isoClient{t: t, sb: sb, client: &http.Client{Transport: spec.Transport(t, http.DefaultTransport)}}
 }
 
 func (c *isoClient) do(method, path string, body any) (int, []byte) {
@@ -51,7 +58,7 @@ func (c *isoClient) do(method, path string, body any) (int, []byte) {
 		req.Header[k] = v
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.client.Do(req)
 	if err != nil {
 		c.t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -109,7 +116,7 @@ func TestIsolatedExecution(t *testing.T) {
 	s := startServer(t, serverOpts{dockerTOML: isolationServerTOML})
 	c := sdkClient(t, s, false)
 	sb := sdkCreate(t, c, sandbox.CreateOptions{Image: presentBaseImage(t)})
-	iso := &isoClient{t: t, sb: sb}
+	iso := newIsoClient(t, sb)
 
 	code, body := iso.do(http.MethodGet, "/v1/isolated/capabilities", nil)
 	var caps sandbox.IsolatedCapabilities
@@ -209,7 +216,7 @@ func TestIsolatedExecutionOff(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, serverOpts{})
 	sb := sdkCreate(t, sdkClient(t, s, false), sandbox.CreateOptions{Image: presentBaseImage(t)})
-	iso := &isoClient{t: t, sb: sb}
+	iso := newIsoClient(t, sb)
 	code, body := iso.do(http.MethodGet, "/v1/isolated/capabilities", nil)
 	var caps sandbox.IsolatedCapabilities
 	if code != 200 || json.Unmarshal(body, &caps) != nil || caps.Available || caps.Message == "" {
