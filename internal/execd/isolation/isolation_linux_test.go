@@ -426,6 +426,11 @@ func TestSessionFiles(t *testing.T) {
 func TestBadRequests(t *testing.T) {
 	h := newHarness(t, nil)
 	ws := t.TempDir()
+	links := t.TempDir()
+	procLink, sysLink := filepath.Join(links, "p"), filepath.Join(links, "s")
+	os.Symlink("/proc/self", procLink)
+	os.Symlink("/sys/kernel", sysLink)
+	os.MkdirAll("/run/opensandbox", 0o755)
 	for name, req := range map[string]sandbox.CreateIsolatedSessionRequest{
 		"no workspace":      {},
 		"relative":          {Workspace: sandbox.IsolatedWorkspace{Path: "rel"}},
@@ -441,6 +446,9 @@ func TestBadRequests(t *testing.T) {
 		"bind over the ws":  {Workspace: sandbox.IsolatedWorkspace{Path: ws}, Binds: []sandbox.IsolatedBind{{Source: "/usr", Dest: ws}}},
 		"dest in /dev":      {Workspace: sandbox.IsolatedWorkspace{Path: ws}, Binds: []sandbox.IsolatedBind{{Source: "/usr", Dest: "/dev/x"}}},
 		"workspace in proc": {Workspace: sandbox.IsolatedWorkspace{Path: "/proc/1"}},
+		"link to proc":      {Workspace: sandbox.IsolatedWorkspace{Path: ws}, Binds: []sandbox.IsolatedBind{{Source: procLink}}},
+		"link to sys ws":    {Workspace: sandbox.IsolatedWorkspace{Path: sysLink}},
+		"anchor bind":       {Workspace: sandbox.IsolatedWorkspace{Path: ws}, Binds: []sandbox.IsolatedBind{{Source: "/run/opensandbox"}}},
 	} {
 		code, body := h.do(http.MethodPost, "/v1/isolated/session", req)
 		if code != http.StatusBadRequest || !strings.Contains(string(body), `"code":"INVALID_REQUEST_BODY"`) {

@@ -227,6 +227,9 @@ func (m *Manager) newSession(req *sandbox.CreateIsolatedSessionRequest, caps san
 	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
 		return nil, bad("workspace.path %q is not a directory", ws)
 	}
+	if err := checkSource("workspace.path", ws, base); err != nil {
+		return nil, bad("%v", err)
+	}
 	spec.Workspace = ws
 	addBind := func(what, src, dest string, ro bool) error {
 		src, err := cleanAbs(what+".source", src)
@@ -239,14 +242,14 @@ func (m *Manager) newSession(req *sandbox.CreateIsolatedSessionRequest, caps san
 		if dest, err = cleanAbs(what+".dest", dest); err != nil {
 			return bad("%v", err)
 		}
-		if within(src, "/sys") || within(src, base) || within(base, src) {
-			return bad("%s.source %q is not allowed", what, src)
-		}
 		if dest == ws || within(ws, dest) {
 			return bad("%s.dest %q would cover the workspace", what, dest)
 		}
 		if _, err := os.Stat(src); err != nil {
 			return bad("%s.source %q: %v", what, src, err)
+		}
+		if err := checkSource(what+".source", src, base); err != nil {
+			return bad("%v", err)
 		}
 		spec.Binds = append(spec.Binds, bind{Source: src, Dest: dest, RO: ro})
 		return nil

@@ -187,3 +187,12 @@ func kernelRelease() string {
 	}
 	return "linux " + unix.ByteSliceToString(u.Release[:])
 }
+
+// pseudoFS reports whether p is on proc or sysfs.
+func pseudoFS(p string) bool {
+	var st unix.Statfs_t
+	if err := unix.Statfs(p, &st); err != nil {
+		return true // refuse what cannot be checked
+	}
+	return st.Type == unix.PROC_SUPER_MAGIC || st.Type == unix.SYSFS_MAGIC
+}

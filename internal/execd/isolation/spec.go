@@ -46,6 +46,11 @@ var (
 // own /proc, /dev and /tmp and the root itself.
 var reservedDests = []string{"/proc", "/dev"}
 
+// reservedSources may not be mounted into a session from the sandbox:
+// its kernel interfaces and execd's isolation state (the proc anchor would
+// show the sandbox's processes).
+var reservedSources = []string{"/proc", "/dev", "/sys", "/run/opensandbox"}
+
 // cleanAbs returns p cleaned when it is absolute and not "/", else an error
 // naming what.
 func cleanAbs(what, p string) (string, error) {
@@ -68,6 +73,29 @@ func cleanAbs(what, p string) (string, error) {
 		}
 	}
 	return c, nil
+}
+
+// checkSource checks the directory or file a session would mount, after
+// resolving symbolic links (the mount follows them): not a kernel
+// interface, not execd's private isolation directory base, not on a proc
+// or sysfs filesystem wherever that is mounted.
+func checkSource(what, p, base string) error {
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", what, p, err)
+	}
+	for _, r := range reservedSources {
+		if within(real, r) {
+			return fmt.Errorf("%s %q is inside %s, which a session may not mount", what, p, r)
+		}
+	}
+	if within(real, base) || within(base, real) {
+		return fmt.Errorf("%s %q overlaps execd's private isolation directory", what, p)
+	}
+	if pseudoFS(real) {
+		return fmt.Errorf("%s %q is on a kernel pseudo filesystem", what, p)
+	}
+	return nil
 }
 
 // within reports whether p is dir or below it.
