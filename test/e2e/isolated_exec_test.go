@@ -188,6 +188,33 @@ func TestIsolatedExecution(t *testing.T) {
 		}
 	})
 
+	t.Run("no writable proc or sysfs anywhere", func(t *testing.T) {
+		// User namespaces are allowed now, in the sandbox and in sessions;
+		// root in them is root on the host for /proc/sysrq-trigger and
+		// /proc/sys, so no proc may be mounted writable, nor a sysfs.
+		probe := `unshare -Urmpf sh -c 'mount -t proc proc /proc && echo MOUNTED-RW; echo h > /proc/sysrq-trigger && echo SYSRQ; echo 1 > /proc/sys/kernel/sysrq && echo SYSCTL'; ` +
+			`unshare -Urmn sh -c 'mount -t sysfs sysfs /sys && echo SYSFS'; echo done`
+		check := func(where, out string) {
+			for _, bad := range []string{"MOUNTED-RW", "SYSRQ", "SYSCTL", "SYSFS"} {
+				if strings.Contains(out, bad) {
+					t.Errorf("%s: %s happened: %q", where, bad, out)
+				}
+			}
+			if !strings.HasSuffix(out, "done\n") {
+				t.Errorf("%s: the probe did not finish: %q", where, out)
+			}
+		}
+		var sandboxOut strings.Builder
+		for _, l := range runIn(t, sb, probe).Stdout {
+			sandboxOut.WriteString(l.Text + "\n")
+		}
+		check("the sandbox", sandboxOut.String())
+		root := iso.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: "/work/root"}, Profile: sandbox.IsolationBalanced})
+		defer iso.do(http.MethodDelete, "/v1/isolated/session/"+root, nil)
+		out, _ := iso.run(root, probe)
+		check("a balanced root session", out)
+	})
+
 	t.Run("idle timeout reaps", func(t *testing.T) {
 		id := iso.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: "/work/idle"}, IdleTimeoutSeconds: 2})
 		iso.run(id, "(sleep 777 >/dev/null 2>&1 &)")
