@@ -230,9 +230,28 @@ func TestIsolatedExecution(t *testing.T) {
 		}
 	})
 
+	t.Run("sessions end with their execd", func(t *testing.T) {
+		id := iso.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: "/work/crash"}})
+		iso.run(id, "(sleep 888 >/dev/null 2>&1 &)")
+		// Kill execd's API server (the supervisor starts a new one) from a
+		// detached process, after this command's stream has ended.
+		runIn(t, sb, `for p in $(pgrep -P 1); do [ "$(readlink /proc/$p/exe)" = /opt/opensandbox/execd ] && srv=$p; done; `+
+			`setsid sh -c "sleep 0.3; kill -9 $srv" >/dev/null 2>&1 < /dev/null & echo killing $srv`)
+		pollUntil(t, "the session's processes to die with execd", 30*time.Second, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			ex, err := sb.Run(ctx, "pgrep -f 'sleep 88[8]' | wc -l", sandbox.RunOptions{})
+			return err == nil && len(ex.Stdout) == 1 && ex.Stdout[0].Text == "0"
+		})
+		if code, _ := iso.do(http.MethodGet, "/v1/isolated/session/"+id, nil); code != http.StatusNotFound {
+			t.Errorf("the new execd knows the old session: %d", code)
+		}
+	})
+
+	// a and b were made by the execd killed above: gone with it.
 	for _, id := range []string{a, b} {
-		if code, body := iso.do(http.MethodDelete, "/v1/isolated/session/"+id, nil); code != 200 {
-			t.Errorf("delete %s: %d %s", id, code, body)
+		if code, body := iso.do(http.MethodDelete, "/v1/isolated/session/"+id, nil); code != http.StatusNotFound {
+			t.Errorf("delete %s after execd restarted: %d %s", id, code, body)
 		}
 	}
 }

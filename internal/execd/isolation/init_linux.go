@@ -432,5 +432,9 @@ func dropPrivileges(spec *initSpec) error {
 	if e != 0 {
 		return fmt.Errorf("capset: %w", e)
 	}
+	// A change of credentials clears the parent-death signal execd set.
+	if _, _, e := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0); e != 0 {
+		return fmt.Errorf("set the parent-death signal: %w", e)
+	}
 	return nil
 }

@@ -94,7 +94,10 @@ func sysProcAttr(spec initSpec) *syscall.SysProcAttr {
 	if !spec.ShareNet {
 		flags |= unix.CLONE_NEWNET
 	}
-	a := &syscall.SysProcAttr{Cloneflags: flags, Setsid: true}
+	// Pdeathsig: a session must not outlive the execd that owns it (a
+	// restarted execd would not know it). The server locks no OS thread,
+	// so the forking thread lives as long as the process.
+	a := &syscall.SysProcAttr{Cloneflags: flags, Setsid: true, Pdeathsig: syscall.SIGKILL}
 	if spec.Userns {
 		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: int(spec.UID), HostID: os.Geteuid(), Size: 1}}
 		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: int(spec.GID), HostID: os.Getegid(), Size: 1}}
