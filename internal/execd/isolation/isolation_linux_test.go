@@ -448,6 +448,10 @@ func TestBadRequests(t *testing.T) {
 		"workspace in proc": {Workspace: sandbox.IsolatedWorkspace{Path: "/proc/1"}},
 		"link to proc":      {Workspace: sandbox.IsolatedWorkspace{Path: ws}, Binds: []sandbox.IsolatedBind{{Source: procLink}}},
 		"link to sys ws":    {Workspace: sandbox.IsolatedWorkspace{Path: sysLink}},
+		"ws in /usr":        {Workspace: sandbox.IsolatedWorkspace{Path: "/usr/local/iso-ws"}},
+		"ws in /var/lib":    {Workspace: sandbox.IsolatedWorkspace{Path: "/var/lib/iso-ws"}},
+		"rw bind in /etc":   {Workspace: sandbox.IsolatedWorkspace{Path: ws}, Binds: []sandbox.IsolatedBind{{Source: "/etc"}}},
+		"extra in /opt":     {Workspace: sandbox.IsolatedWorkspace{Path: ws}, ExtraWritable: []string{"/opt"}},
 		"anchor bind":       {Workspace: sandbox.IsolatedWorkspace{Path: ws}, Binds: []sandbox.IsolatedBind{{Source: "/run/opensandbox"}}},
 	} {
 		code, body := h.do(http.MethodPost, "/v1/isolated/session", req)

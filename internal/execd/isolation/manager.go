@@ -221,14 +221,17 @@ func (m *Manager) newSession(req *sandbox.CreateIsolatedSessionRequest, caps san
 	if within(ws, base) || within(base, ws) {
 		return nil, bad("workspace.path %q overlaps execd's private isolation directory", ws)
 	}
+	if err := checkSource("workspace.path", ws, base); err != nil {
+		return nil, bad("%v", err)
+	}
+	if err := checkPrivate("workspace.path", ws); err != nil {
+		return nil, bad("%v", err)
+	}
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return nil, bad("workspace.path %q: %v", ws, err)
 	}
 	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
 		return nil, bad("workspace.path %q is not a directory", ws)
-	}
-	if err := checkSource("workspace.path", ws, base); err != nil {
-		return nil, bad("%v", err)
 	}
 	spec.Workspace = ws
 	addBind := func(what, src, dest string, ro bool) error {
@@ -250,6 +253,11 @@ func (m *Manager) newSession(req *sandbox.CreateIsolatedSessionRequest, caps san
 		}
 		if err := checkSource(what+".source", src, base); err != nil {
 			return bad("%v", err)
+		}
+		if !ro {
+			if err := checkPrivate(what+".source", src); err != nil {
+				return bad("%v", err)
+			}
 		}
 		spec.Binds = append(spec.Binds, bind{Source: src, Dest: dest, RO: ro})
 		return nil

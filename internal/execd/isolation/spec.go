@@ -2,6 +2,7 @@ package isolation
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 )
@@ -80,10 +81,7 @@ func cleanAbs(what, p string) (string, error) {
 // interface, not execd's private isolation directory base, not on a proc
 // or sysfs filesystem wherever that is mounted.
 func checkSource(what, p, base string) error {
-	real, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		return fmt.Errorf("%s %q: %w", what, p, err)
-	}
+	real := resolveExisting(p)
 	for _, r := range reservedSources {
 		if within(real, r) {
 			return fmt.Errorf("%s %q is inside %s, which a session may not mount", what, p, r)
@@ -92,10 +90,45 @@ func checkSource(what, p, base string) error {
 	if within(real, base) || within(base, real) {
 		return fmt.Errorf("%s %q overlaps execd's private isolation directory", what, p)
 	}
-	if pseudoFS(real) {
+	existing := real
+	for {
+		if _, err := os.Stat(existing); err == nil || existing == "/" {
+			break
+		}
+		existing = filepath.Dir(existing)
+	}
+	if pseudoFS(existing) {
 		return fmt.Errorf("%s %q is on a kernel pseudo filesystem", what, p)
 	}
 	return nil
+}
+
+// checkPrivate refuses a writable path (a workspace, an extra_writable or a
+// writable bind) inside the system directories, which every session sees
+// read-only: other sessions would see what this one writes there.
+func checkPrivate(what, p string) error {
+	real := resolveExisting(p)
+	for _, d := range append(append([]string(nil), systemDirs...), balancedDirs...) {
+		if within(real, d) {
+			return fmt.Errorf("%s %q is inside %s, which every session sees read-only: what this session writes there would be visible to the others", what, p, d)
+		}
+	}
+	return nil
+}
+
+// resolveExisting resolves the symbolic links of the longest existing
+// prefix of the absolute path p (the rest does not exist yet).
+func resolveExisting(p string) string {
+	rest := ""
+	for dir := p; ; dir = filepath.Dir(dir) {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(real, rest)
+		}
+		if dir == "/" {
+			return p
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+	}
 }
 
 // within reports whether p is dir or below it.
