@@ -53,6 +53,7 @@ func RunHelper(args []string) (code int, ok bool) {
 // drops privileges, starts the in-session server and reaps every process
 // of the session until the server exits.
 func runInit() int {
+	syscall.CloseOnExec(fdReady) // the session's server must not hold it
 	ready := os.NewFile(fdReady, "ready")
 	fail := func(err error) int {
 		fmt.Fprintf(ready, "error: %v\n", err)

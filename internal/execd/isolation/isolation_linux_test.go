@@ -475,3 +475,18 @@ func TestBadRequests(t *testing.T) {
 		t.Errorf("exit code = %d, want 3", r.exit)
 	}
 }
+
+// TestSetupTimeout: a session whose setup does not finish in time is
+// killed and reported, and leaves no directory behind.
+func TestSetupTimeout(t *testing.T) {
+	h := newHarness(t, nil)
+	h.m.opts.ReadyTimeout = time.Nanosecond
+	code, body := h.do(http.MethodPost, "/v1/isolated/session", sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: t.TempDir()}})
+	if code != http.StatusInternalServerError || !strings.Contains(string(body), "took longer") {
+		t.Fatalf("create with a 1ns setup budget: %d %s", code, body)
+	}
+	ents, err := os.ReadDir(h.m.base)
+	if err != nil || len(ents) != 0 {
+		t.Errorf("isolation scratch after the failed create: %v %v", ents, err)
+	}
+}

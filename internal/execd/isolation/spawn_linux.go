@@ -62,27 +62,33 @@ func (m *Manager) start(ctx context.Context, spec initSpec, ln *os.File) (*exec.
 	}()
 	timer := time.NewTimer(m.opts.ReadyTimeout)
 	defer timer.Stop()
-	var a answer
+	var (
+		a        answer
+		received bool
+		failure  error
+	)
 	select {
 	case a = <-got:
+		received = true
 	case <-timer.C:
-		a.err = fmt.Errorf("session setup took longer than %v", m.opts.ReadyTimeout)
+		failure = fmt.Errorf("session setup took longer than %v", m.opts.ReadyTimeout)
 	case <-ctx.Done():
-		a.err = ctx.Err()
+		failure = ctx.Err()
 	}
-	if a.err == nil && a.line == "ok" {
+	if received && a.line == "ok" {
 		return cmd, nil
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	readyR.Close() // unblocks the reader when the answer never came
-	if a.err == nil || errors.Is(a.err, os.ErrClosed) {
-		a.err = errors.New(strings.TrimPrefix(a.line, "error: "))
+	if !received {
+		readyR.Close() // unblocks the reader, which the answer never reached
+		<-got
+		return nil, failure
 	}
-	if a.line == "" && !errors.Is(a.err, context.Canceled) {
-		a.err = fmt.Errorf("session init exited during setup (%v)", cmd.ProcessState)
+	if msg, ok := strings.CutPrefix(a.line, "error: "); ok {
+		return nil, errors.New(msg)
 	}
-	return nil, a.err
+	return nil, fmt.Errorf("session init exited during setup (%v)", cmd.ProcessState)
 }
 
 // sysProcAttr gives the init fresh namespaces. In setpriv mode the user
