@@ -67,7 +67,7 @@ func newHarness(t *testing.T, base []string) *harness {
 	if base == nil {
 		base = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
 	}
-	m := New(Options{Exe: helperExe, Env: procenv.Builder{Base: base}, ReapInterval: 50 * time.Millisecond})
+	m := New(Options{Exe: helperExe, Env: procenv.Builder{Base: base}})
 	if caps := m.capabilities(); !caps.Available {
 		m.Close(context.Background())
 		t.Skipf("isolation unavailable here: %s", caps.Message)

@@ -42,8 +42,6 @@ type Options struct {
 	Env procenv.Builder
 	// ReadyTimeout bounds how long a session's setup may take; default 15s.
 	ReadyTimeout time.Duration
-	// ReapInterval is how often idle sessions are looked for; default 1s.
-	ReapInterval time.Duration
 	// MaxJSONBody caps request bodies; default 1 MiB.
 	MaxJSONBody int64
 	// Logger defaults to slog.Default().
@@ -71,6 +69,7 @@ type Manager struct {
 
 	wg   sync.WaitGroup // session waiters and the idle reaper
 	stop chan struct{}
+	kick chan struct{} // wakes the reaper when an idle deadline may have changed
 }
 
 // New returns a Manager and starts its idle reaper; Close stops both.
@@ -81,16 +80,13 @@ func New(opts Options) *Manager {
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = 15 * time.Second
 	}
-	if opts.ReapInterval <= 0 {
-		opts.ReapInterval = time.Second
-	}
 	if opts.MaxJSONBody <= 0 {
 		opts.MaxJSONBody = 1 << 20
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	m := &Manager{opts: opts, log: opts.Logger, sessions: map[string]*session{}, stop: make(chan struct{})}
+	m := &Manager{opts: opts, log: opts.Logger, sessions: map[string]*session{}, stop: make(chan struct{}), kick: make(chan struct{}, 1)}
 	m.wg.Add(1)
 	go m.reapIdle()
 	return m
@@ -124,6 +120,22 @@ func (s *session) touch(delta int, run bool) {
 	if run && delta > 0 {
 		s.lastRun = &now
 	}
+}
+
+// idleRemainingExact is how long s may still stay idle: 0 with gone true
+// once its timeout has passed, 0 with gone false while it has no timeout
+// or a request in flight (the end of the request kicks the reaper).
+func (s *session) idleRemainingExact(now time.Time) (left time.Duration, gone bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.idle <= 0 || s.inFlight > 0 {
+		return 0, false
+	}
+	left = s.idle - now.Sub(s.lastActive)
+	if left <= 0 {
+		return 0, true
+	}
+	return left, false
 }
 
 // idleRemaining is nil without an idle timeout.
@@ -441,6 +453,7 @@ func (m *Manager) launch(ctx context.Context, s *session) error {
 	m.sessions[s.id] = s
 	m.wg.Add(1)
 	m.mu.Unlock()
+	m.kickReaper()
 	go func() {
 		defer m.wg.Done()
 		err := cmd.Wait()
@@ -557,6 +570,7 @@ func (m *Manager) Run(w http.ResponseWriter, r *http.Request) {
 		Command: req.Code, Cwd: s.spec.Workspace, Envs: req.Envs, Timeout: req.TimeoutSeconds * 1000,
 	})
 	s.touch(1, true)
+	defer m.kickReaper()
 	defer s.touch(-1, true)
 	out, err := http.NewRequestWithContext(r.Context(), http.MethodPost, "http://session/command", body)
 	if err != nil {
@@ -584,6 +598,7 @@ func (m *Manager) Files(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.touch(1, false)
+	defer m.kickReaper()
 	defer s.touch(-1, false)
 	s.proxy.ServeHTTP(w, r)
 }
@@ -598,29 +613,50 @@ func (m *Manager) NotSupported(w http.ResponseWriter, r *http.Request) {
 }
 
 // reapIdle ends sessions whose idle timeout has passed with no request in
-// flight.
+// flight. It sleeps until the earliest such deadline, or until kicked, and
+// not at all while no session has an idle timeout.
 func (m *Manager) reapIdle() {
 	defer m.wg.Done()
-	t := time.NewTicker(m.opts.ReapInterval)
-	defer t.Stop()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	for {
 		select {
 		case <-m.stop:
+			timer.Stop()
 			return
-		case now := <-t.C:
-			m.mu.Lock()
-			var expired []*session
-			for _, s := range m.sessions {
-				if _, gone := s.idleRemaining(now); gone {
-					expired = append(expired, s)
-				}
-			}
-			m.mu.Unlock()
-			for _, s := range expired {
-				m.log.Info("isolated session idle timeout", "session", s.id, "idle", s.idle)
-				m.end(s)
+		case <-m.kick:
+		case <-timer.C:
+		}
+		now := time.Now()
+		var expired []*session
+		var next time.Duration
+		m.mu.Lock()
+		for _, s := range m.sessions {
+			left, gone := s.idleRemainingExact(now)
+			switch {
+			case gone:
+				expired = append(expired, s)
+			case left > 0 && (next == 0 || left < next):
+				next = left
 			}
 		}
+		m.mu.Unlock()
+		for _, s := range expired {
+			m.log.Info("isolated session idle timeout", "session", s.id, "idle", s.idle)
+			m.end(s)
+		}
+		timer.Stop()
+		if next > 0 {
+			timer.Reset(next)
+		}
+	}
+}
+
+// kickReaper makes the reaper look at the sessions again.
+func (m *Manager) kickReaper() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
 	}
 }
 
