@@ -213,6 +213,19 @@ func TestSessionsCannotSeeEachOther(t *testing.T) {
 	if r := h.run(a, "ps -eo comm="); !strings.Contains(r.stdout, "sleep") {
 		t.Errorf("session A lost its own background sleep: %q", r.stdout)
 	}
+	// Every namespace kind differs between the sessions and from execd's.
+	nsCmd := "for n in mnt pid ipc uts net user cgroup; do readlink /proc/self/ns/$n; done"
+	nsA, nsB := h.run(a, nsCmd).stdout, h.run(b, nsCmd).stdout
+	hostNS, err := exec.Command("sh", "-c", nsCmd).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, host := range strings.Split(strings.TrimSpace(string(hostNS)), "\n") {
+		la, lb := strings.Split(nsA, "\n"), strings.Split(nsB, "\n")
+		if i >= len(la) || i >= len(lb) || la[i] == lb[i] || la[i] == host || lb[i] == host {
+			t.Errorf("namespace %s: host %s, A %q, B %q; want three different ones", strings.Fields(nsCmd)[3+i], host, la, lb)
+		}
+	}
 	// The sandbox's other files are not there either.
 	if r := h.run(b, "ls /root /home 2>&1; cat /etc/hostname >/dev/null; echo x > /etc/probe"); r.exit == 0 {
 		t.Errorf("session B could write /etc: %+v", r)
