@@ -80,7 +80,8 @@ func newHarness(t *testing.T, base []string) *harness {
 	mux.HandleFunc("DELETE /v1/isolated/session/{sessionId}", m.Delete)
 	mux.HandleFunc("POST /v1/isolated/session/{sessionId}/run", m.Run)
 	mux.HandleFunc("GET /v1/isolated/session/{sessionId}/diff", m.NotSupported)
-	for _, p := range []string{"GET /files/info", "GET /files/download", "POST /files/upload", "GET /directories/list", "POST /directories"} {
+	for _, p := range []string{"GET /files/info", "DELETE /files", "POST /files/permissions", "POST /files/mv", "GET /files/search",
+		"POST /files/replace", "POST /files/upload", "GET /files/download", "GET /directories/list", "POST /directories", "DELETE /directories"} {
 		method, path, _ := strings.Cut(p, " ")
 		mux.HandleFunc(method+" /v1/isolated/session/{sessionId}"+path, m.Files)
 	}
@@ -429,6 +430,39 @@ func TestSessionFiles(t *testing.T) {
 	code, body := h.do(http.MethodGet, "/v1/isolated/session/"+id+"/files/download?path="+ws+"/inside.txt", nil)
 	if code != 200 || string(body) != "made-inside\n" {
 		t.Errorf("download: %d %q", code, body)
+	}
+	// The other file operations act in the session's view too.
+	steps := []struct {
+		method, path string
+		body         any
+	}{
+		{http.MethodPost, "/directories", map[string]any{ws + "/d/e": map[string]any{"mode": 755}}},
+		{http.MethodPost, "/files/mv", []map[string]string{{"src": ws + "/inside.txt", "dest": ws + "/d/moved.txt"}}},
+		{http.MethodPost, "/files/replace", map[string]any{ws + "/d/moved.txt": map[string]string{"old": "inside", "new": "replaced"}}},
+		{http.MethodPost, "/files/permissions", map[string]any{ws + "/d/moved.txt": map[string]any{"mode": 600}}},
+	}
+	for _, st := range steps {
+		if code, body := h.do(st.method, "/v1/isolated/session/"+id+st.path, st.body); code != 200 {
+			t.Fatalf("%s %s: %d %s", st.method, st.path, code, body)
+		}
+	}
+	if code, body := h.do(http.MethodGet, "/v1/isolated/session/"+id+"/files/search?path="+ws+"&pattern=*.txt", nil); code != 200 || !strings.Contains(string(body), "moved.txt") {
+		t.Errorf("search: %d %s", code, body)
+	}
+	if r := h.run(id, "cat d/moved.txt; stat -c %a d/moved.txt; ls -d d/e"); r.stdout != "made-replaced\n600\nd/e\n" {
+		t.Errorf("after mkdir, mv, replace and chmod through the API: %+v", r)
+	}
+	if code, body := h.do(http.MethodDelete, "/v1/isolated/session/"+id+"/files?path="+ws+"/d/moved.txt", nil); code != 200 {
+		t.Errorf("delete file: %d %s", code, body)
+	}
+	if code, body := h.do(http.MethodDelete, "/v1/isolated/session/"+id+"/directories?path="+ws+"/d", nil); code != 200 {
+		t.Errorf("delete directory: %d %s", code, body)
+	}
+	if r := h.run(id, "ls"); r.stdout != "up.txt\n" {
+		t.Errorf("workspace after the deletes: %+v", r)
+	}
+	if ents, _ := os.ReadDir(ws); len(ents) != 0 {
+		t.Errorf("the overlay session's file operations reached the host: %v", ents)
 	}
 	code, body = h.do(http.MethodGet, "/v1/isolated/session/"+id+"/files/info?path=/etc/hostname&path=/root", nil)
 	if code != http.StatusNotFound && !strings.Contains(string(body), "etc/hostname") {
