@@ -477,7 +477,6 @@ func TestBadRequests(t *testing.T) {
 	procLink, sysLink := filepath.Join(links, "p"), filepath.Join(links, "s")
 	os.Symlink("/proc/self", procLink)
 	os.Symlink("/sys/kernel", sysLink)
-	os.MkdirAll("/run/opensandbox", 0o755)
 	for name, req := range map[string]sandbox.CreateIsolatedSessionRequest{
 		"no workspace":      {},
 		"relative":          {Workspace: sandbox.IsolatedWorkspace{Path: "rel"}},
@@ -499,11 +498,14 @@ func TestBadRequests(t *testing.T) {
 		"ws in /var/lib":    {Workspace: sandbox.IsolatedWorkspace{Path: "/var/lib/iso-ws"}},
 		"rw bind in /etc":   {Workspace: sandbox.IsolatedWorkspace{Path: ws}, Binds: []sandbox.IsolatedBind{{Source: "/etc"}}},
 		"extra in /opt":     {Workspace: sandbox.IsolatedWorkspace{Path: ws}, ExtraWritable: []string{"/opt"}},
-		"anchor bind":       {Workspace: sandbox.IsolatedWorkspace{Path: ws}, Binds: []sandbox.IsolatedBind{{Source: "/run/opensandbox"}}},
+		"anchor bind":       {Workspace: sandbox.IsolatedWorkspace{Path: ws}, Binds: []sandbox.IsolatedBind{{Source: "/run/opensandbox/isolation-proc"}}},
 	} {
 		code, body := h.do(http.MethodPost, "/v1/isolated/session", req)
 		if code != http.StatusBadRequest || !strings.Contains(string(body), `"code":"INVALID_REQUEST_BODY"`) {
 			t.Errorf("%s: %d %s; want 400 INVALID_REQUEST_BODY", name, code, body)
+		}
+		if name == "anchor bind" && !strings.Contains(string(body), "may not mount") {
+			t.Errorf("anchor bind refused for another reason: %s", body)
 		}
 	}
 	for _, p := range []string{"/v1/isolated/session/nope", "/v1/isolated/session/nope/diff"} {

@@ -260,11 +260,11 @@ func (m *Manager) newSession(req *sandbox.CreateIsolatedSessionRequest, caps san
 		if dest == ws || within(ws, dest) {
 			return bad("%s.dest %q would cover the workspace", what, dest)
 		}
-		if _, err := os.Stat(src); err != nil {
-			return bad("%s.source %q: %v", what, src, err)
-		}
 		if err := checkSource(what+".source", src, base); err != nil {
 			return bad("%v", err)
+		}
+		if _, err := os.Stat(src); err != nil {
+			return bad("%s.source %q: %v", what, src, err)
 		}
 		if !ro {
 			if err := checkPrivate(what+".source", src); err != nil {
