@@ -239,12 +239,6 @@ func (m *Manager) newSession(req *sandbox.CreateIsolatedSessionRequest, caps san
 	if err := checkPrivate("workspace.path", ws); err != nil {
 		return nil, bad("%v", err)
 	}
-	if err := os.MkdirAll(ws, 0o755); err != nil {
-		return nil, bad("workspace.path %q: %v", ws, err)
-	}
-	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
-		return nil, bad("workspace.path %q is not a directory", ws)
-	}
 	spec.Workspace = ws
 	addBind := func(what, src, dest string, ro bool) error {
 		src, err := cleanAbs(what+".source", src)
@@ -312,6 +306,13 @@ func (m *Manager) newSession(req *sandbox.CreateIsolatedSessionRequest, caps san
 		return nil, err
 	}
 	spec.Env = env
+	// Last, once the request is known to be good: the workspace may be new.
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return nil, bad("workspace.path %q: %v", ws, err)
+	}
+	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
+		return nil, bad("workspace.path %q is not a directory", ws)
+	}
 	spec.Hostname = "isolated-" + id[len(id)-8:]
 	spec.Root = filepath.Join(base, id, "root")
 	spec.Scratch = filepath.Join(base, id, "scratch")
