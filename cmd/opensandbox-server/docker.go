@@ -80,6 +80,9 @@ func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, logger *slog
 	if egress == "" && cfg.Egress.Image == "" {
 		logger.Warn("no egress binary found next to the server or in PATH: creates with networkPolicy will be refused")
 	}
+	if d.IsolatedExecution {
+		logger.Warn("docker.isolated_execution is on: sandboxes start with CAP_SYS_ADMIN (execd drops it at once) and may create user namespaces; see docs/isolation.md")
+	}
 	logger.Info("docker runtime ready", "engine", cli.DaemonHost(), "execd", execd, "egress", egress,
 		"network_mode", d.NetworkMode, "oci_runtime", cfg.SecureRuntime.DockerRuntime)
 	return rt, func() { cli.Close() }, nil
