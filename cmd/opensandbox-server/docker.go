@@ -55,7 +55,7 @@ func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, logger *slog
 		SeccompProfile:       d.SeccompProfile,
 		AppArmorProfile:      d.AppArmorProfile,
 		PidsLimit:            pids,
-		IsolatedExecution:    d.IsolatedExecution,
+		IsolatedExecution:    isolatedExecution(d.IsolatedExecution),
 		Runtime:              cfg.SecureRuntime.DockerRuntime,
 		ExecdCopy:            d.ExecdCopy,
 		EgressImage:          cfg.Egress.Image,
@@ -80,12 +80,20 @@ func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, logger *slog
 	if egress == "" && cfg.Egress.Image == "" {
 		logger.Warn("no egress binary found next to the server or in PATH: creates with networkPolicy will be refused")
 	}
-	if d.IsolatedExecution {
-		logger.Warn("docker.isolated_execution is on: sandboxes start with CAP_SYS_ADMIN (execd drops it at once) and may create user namespaces; see docs/isolation.md")
+	if iso := isolatedExecution(d.IsolatedExecution); iso != docker.IsolationOff {
+		logger.Warn("docker.isolated_execution is " + iso + ": such sandboxes start with CAP_SYS_ADMIN (execd drops it at once) and may create user namespaces; see docs/isolation.md")
 	}
 	logger.Info("docker runtime ready", "engine", cli.DaemonHost(), "execd", execd, "egress", egress,
 		"network_mode", d.NetworkMode, "oci_runtime", cfg.SecureRuntime.DockerRuntime)
 	return rt, func() { cli.Close() }, nil
+}
+
+// isolatedExecution maps docker.isolated_execution onto the driver's values.
+func isolatedExecution(v string) string {
+	if v == "off" {
+		return docker.IsolationOff
+	}
+	return v
 }
 
 // newDockerClient builds an engine client from the environment (DOCKER_HOST,

@@ -58,6 +58,12 @@ type Spec struct {
 	// Egress, when set, puts the sandbox behind an egress sidecar that
 	// owns its network and enforces the policy.
 	Egress *Egress
+	// IsolatedExecution asks for execd's isolated sessions in this
+	// sandbox (create extension sandbox.ExtIsolatedExecution). The Docker
+	// driver grants it when configured to and fails the create with
+	// ErrInvalid otherwise; a driver without support ignores it, and
+	// execd in the sandbox then reports isolation unavailable.
+	IsolatedExecution bool
 }
 
 // Egress configures a sandbox's egress sidecar.

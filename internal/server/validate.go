@@ -101,6 +101,13 @@ func (s *Server) checkCreate(req *sandbox.CreateSandboxRequest) (runtime.Spec, t
 	if spec.Egress, err = checkEgress(req.NetworkPolicy, req.CredentialProxy); err != nil {
 		return spec, 0, err
 	}
+	switch v, ok := req.Extensions[sandbox.ExtIsolatedExecution]; {
+	case !ok, v == "false":
+	case v == "true":
+		spec.IsolatedExecution = true
+	default:
+		return spec, 0, badRequest("extensions.%s: %q, want \"true\" or \"false\"", sandbox.ExtIsolatedExecution, v)
+	}
 	if req.SecureAccess {
 		return spec, 0, notSupported("secureAccess: secure endpoint access needs the ingress gateway, which this server does not run")
 	}

@@ -97,6 +97,9 @@ func TestCreateValidationRejects(t *testing.T) {
 		{"credential proxy without policy", func(b map[string]any) { b["credentialProxy"] = map[string]any{"enabled": true} }, bad, invalid, "give a networkPolicy"},
 		{"secure access", func(b map[string]any) { b["secureAccess"] = true }, bad, unsup, "secureAccess"},
 		{"pool ref", func(b map[string]any) { b["extensions"] = map[string]string{"poolRef": "p"} }, bad, unsup, "poolRef"},
+		{"isolated execution not a bool", func(b map[string]any) {
+			b["extensions"] = map[string]string{"opensandbox.io/isolated-execution": "yes"}
+		}, bad, invalid, "isolated-execution"},
 		{"volume bad name", func(b map[string]any) { b["volumes"] = []any{vol(map[string]any{"name": "Data"})} }, bad, invalid, "volumes[0].name"},
 		{"volume no name", func(b map[string]any) { b["volumes"] = []any{vol(map[string]any{"name": nil})} }, bad, invalid, "volumes[0].name is required"},
 		{"volume long name", func(b map[string]any) { b["volumes"] = []any{vol(map[string]any{"name": strings.Repeat("a", 64)})} }, bad, invalid, "longer than 63"},

@@ -184,13 +184,15 @@ type Docker struct {
 	// "unconfined" = none, else the path of a JSON profile file, read
 	// at start. "~/" is expanded.
 	SeccompProfile string `toml:"seccomp_profile"`
-	// isolated_execution: let execd in sandboxes offer isolated sessions
-	// (/v1/isolated, upstream OSEP-0013). Sandboxes then start with
-	// CAP_SYS_ADMIN, which execd uses once and drops before anything else
-	// runs, and the engine's default seccomp profile admits namespace
-	// system calls (unshare, mount, pivot_root, setns) to the sandbox's
-	// processes. Default false. See docs/isolation.md for the trade-off.
-	IsolatedExecution bool `toml:"isolated_execution"`
+	// isolated_execution: which sandboxes may use execd's isolated
+	// sessions (/v1/isolated, upstream OSEP-0013): "off" (default),
+	// "on-request" (those created with the extension
+	// opensandbox.io/isolated-execution = "true") or "always". Such
+	// sandboxes start with CAP_SYS_ADMIN, which execd uses once and drops
+	// before anything else runs, and the engine's default seccomp profile
+	// admits namespace system calls (unshare, mount, setns) to their
+	// processes. See docs/isolation.md for the trade-off.
+	IsolatedExecution string `toml:"isolated_execution"`
 	// pids_limit: most processes a sandbox may have; default 4096, 0 = no limit.
 	PidsLimit int64 `toml:"pids_limit"`
 	// execd_copy: copy execd into each sandbox through the engine API

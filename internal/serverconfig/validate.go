@@ -100,6 +100,11 @@ func validate(c *Config) (warnings, problems []string) {
 	if d.PidsLimit < 0 {
 		bad("docker.pids_limit", d.PidsLimit, "want 0 (no limit) or more")
 	}
+	switch d.IsolatedExecution {
+	case "", "off", "on-request", "always":
+	default:
+		bad("docker.isolated_execution", d.IsolatedExecution, `want "off", "on-request" or "always"`)
+	}
 
 	// [storage]
 	for i, p := range c.Storage.AllowedHostPaths {

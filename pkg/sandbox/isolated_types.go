@@ -11,6 +11,11 @@ import "time"
 // capability once at start and drops it.
 const IsolationBootstrapEnv = "OPENSANDBOX_ISOLATION"
 
+// ExtIsolatedExecution is the create extension ("true") that asks for
+// isolated execution in one sandbox, on a server whose Docker runtime
+// allows it on request (docker.isolated_execution = "on-request").
+const ExtIsolatedExecution = "opensandbox.io/isolated-execution"
+
 // Workspace modes of an isolated session.
 const (
 	WorkspaceRW      = "rw"      // the session writes the directory itself

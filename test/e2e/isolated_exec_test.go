@@ -18,8 +18,12 @@ import (
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
-// isolationServerTOML turns on isolated execution in the [docker] table.
-const isolationServerTOML = "isolated_execution = true\n"
+// isolationServerTOML turns on isolated execution for every sandbox;
+// onRequestTOML for sandboxes that ask with the create extension.
+const (
+	isolationServerTOML = "isolated_execution = \"always\"\n"
+	onRequestTOML       = "isolated_execution = \"on-request\"\n"
+)
 
 // presentBaseImage returns the base image, which must exist already; this
 // test does not build images.
@@ -106,16 +110,18 @@ func (c *isoClient) run(id, code string) (string, int) {
 	return out.String(), exit
 }
 
-// TestIsolatedExecution runs real isolated sessions in a Docker sandbox of
-// a server with docker.isolated_execution on, and shows what they keep
+// TestIsolatedExecution runs real isolated sessions in a Docker sandbox
+// that asked for them on a server with docker.isolated_execution =
+// "on-request", and shows what they keep
 // apart: files and processes between sessions, writes of ro and overlay
 // workspaces, the network without share_net, and that idle sessions end
 // with all their processes.
 func TestIsolatedExecution(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, serverOpts{dockerTOML: isolationServerTOML})
+	s := startServer(t, serverOpts{dockerTOML: onRequestTOML})
 	c := sdkClient(t, s, false)
-	sb := sdkCreate(t, c, sandbox.CreateOptions{Image: presentBaseImage(t)})
+	sb := sdkCreate(t, c, sandbox.CreateOptions{Image: presentBaseImage(t),
+		Extensions: map[string]string{sandbox.ExtIsolatedExecution: "true"}})
 	iso := newIsoClient(t, sb)
 
 	code, body := iso.do(http.MethodGet, "/v1/isolated/capabilities", nil)
@@ -256,11 +262,20 @@ func TestIsolatedExecution(t *testing.T) {
 	}
 }
 
-// TestIsolatedExecutionOff: without the server option the API answers,
-// honestly: unavailable, and creating a session is refused with 503.
+// TestIsolatedExecutionOff: a sandbox that did not ask for isolated
+// execution (on a server that grants it on request) answers the API
+// honestly: unavailable, and creating a session is refused with 503. On a
+// server with it off, asking for it fails the create.
 func TestIsolatedExecutionOff(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, serverOpts{})
+	off := startServer(t, serverOpts{})
+	_, err := sdkClient(t, off, false).Create(sdkCtx(t), sandbox.CreateOptions{Image: presentBaseImage(t),
+		Resources:  map[string]string{"cpu": "1", "memory": "512Mi"},
+		Extensions: map[string]string{sandbox.ExtIsolatedExecution: "true"}})
+	if err == nil || !strings.Contains(err.Error(), "isolated execution is not enabled") {
+		t.Errorf("create asking for isolated execution on a server without it: %v; want refused", err)
+	}
+	s := startServer(t, serverOpts{dockerTOML: onRequestTOML})
 	sb := sdkCreate(t, sdkClient(t, s, false), sandbox.CreateOptions{Image: presentBaseImage(t)})
 	iso := newIsoClient(t, sb)
 	code, body := iso.do(http.MethodGet, "/v1/isolated/capabilities", nil)

@@ -194,7 +194,11 @@ func (r *Runtime) containerConfig(spec runtime.Spec, ref string, imgLabels map[s
 		}
 	}
 	sort.Strings(env)
-	if r.opts.IsolatedExecution {
+	isolated, err := r.isolated(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	if isolated {
 		env = append(env, sandbox.IsolationBootstrapEnv+"=1")
 	}
 	if spec.ExecdToken != "" {
@@ -222,7 +226,7 @@ func (r *Runtime) containerConfig(spec runtime.Spec, ref string, imgLabels map[s
 		Runtime:     r.opts.Runtime,
 		Mounts:      plan.mounts,
 	}
-	if r.opts.IsolatedExecution {
+	if isolated {
 		// execd drops it at start, before any other process runs.
 		hc.CapAdd = []string{"SYS_ADMIN"}
 		hc.CapDrop = slices.DeleteFunc(slices.Clone(hc.CapDrop), func(c string) bool { return capName(c) == "SYS_ADMIN" })
@@ -257,6 +261,21 @@ func (r *Runtime) containerConfig(spec runtime.Spec, ref string, imgLabels map[s
 		hc.DeviceRequests = []container.DeviceRequest{{Count: res.GPUs, Capabilities: [][]string{{"gpu"}}}}
 	}
 	return cfg, hc, nil
+}
+
+// isolated reports whether sandbox spec gets isolated execution.
+func (r *Runtime) isolated(spec runtime.Spec) (bool, error) {
+	switch r.opts.IsolatedExecution {
+	case IsolationAlways:
+		return true, nil
+	case IsolationOnRequest:
+		return spec.IsolatedExecution, nil
+	}
+	if spec.IsolatedExecution {
+		return false, fmt.Errorf("docker: sandbox %s: extensions.%s: isolated execution is not enabled on this server (docker.isolated_execution): %w",
+			spec.ID, sandbox.ExtIsolatedExecution, runtime.ErrInvalid)
+	}
+	return false, nil
 }
 
 // withDropped returns drop plus the capabilities in must it lacks (none

@@ -138,21 +138,34 @@ func TestGPURequest(t *testing.T) {
 	r.Delete(ctx, spec.ID)
 }
 
-// TestIsolatedExecutionOption: with IsolatedExecution the sandbox starts
-// with CAP_SYS_ADMIN (and the isolation bootstrap variable), execd drops
-// it before anything else runs — no process inside holds it, not even in
-// its bounding set — and execd's isolated sessions are available. Without
-// the option they are not, and the capability stays dropped.
+// TestIsolatedExecutionOption: a sandbox that gets isolated execution
+// (always, or on request with the create extension) starts with
+// CAP_SYS_ADMIN and the isolation bootstrap variable, execd drops it before
+// anything else runs — no process inside holds it, not even in its bounding
+// set — and execd's isolated sessions are available. Other sandboxes keep
+// the capability dropped and get no sessions; asking for them where the
+// server does not allow it fails the create.
 func TestIsolatedExecutionOption(t *testing.T) {
 	t.Parallel()
 	needEngine(t)
 	const sysAdminBit = 1 << 21
-	for _, on := range []bool{true, false} {
-		t.Run(map[bool]string{true: "on", false: "off"}[on], func(t *testing.T) {
+	for _, tc := range []struct {
+		name, mode string
+		request    bool
+		on         bool
+	}{
+		{"always", IsolationAlways, false, true},
+		{"on request, asked", IsolationOnRequest, true, true},
+		{"on request, not asked", IsolationOnRequest, false, false},
+		{"off", IsolationOff, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r := newTestRuntime(t, func(o *Options) { o.IsolatedExecution = on })
+			on := tc.on
+			r := newTestRuntime(t, func(o *Options) { o.IsolatedExecution = tc.mode })
 			ctx := testCtx(t)
 			spec := baseSpec(t)
+			spec.IsolatedExecution = tc.request
 			mustCreate(t, r, spec)
 			t.Cleanup(func() { r.Delete(context.Background(), spec.ID) })
 			c, err := env.cli.ContainerInspect(ctx, containerName(spec.ID))
@@ -189,4 +202,15 @@ func TestIsolatedExecutionOption(t *testing.T) {
 			}
 		})
 	}
+	t.Run("asked where off", func(t *testing.T) {
+		t.Parallel()
+		r := newTestRuntime(t, nil)
+		spec := baseSpec(t)
+		spec.IsolatedExecution = true
+		_, err := r.Create(testCtx(t), spec)
+		wantClass(t, "Create with isolated execution off", err, runtime.ErrInvalid)
+		if containerExists(containerName(spec.ID)) {
+			t.Errorf("a refused create left its container")
+		}
+	})
 }

@@ -58,14 +58,16 @@ type Options struct {
 	SeccompProfile string
 	// AppArmorProfile is the AppArmor profile name; "" = engine default.
 	AppArmorProfile string
-	// IsolatedExecution lets execd offer isolated sessions (the
-	// /v1/isolated API): sandboxes start with CAP_SYS_ADMIN, which execd
-	// uses once at start (see internal/execd/isolation.Bootstrap) and
-	// drops before anything else runs; the engine's default seccomp
-	// profile then admits the namespace system calls sessions need
-	// (unshare, clone with namespace flags, mount, pivot_root, setns).
-	// Default false: those calls stay refused. See docs/isolation.md.
-	IsolatedExecution bool
+	// IsolatedExecution says which sandboxes may use execd's isolated
+	// sessions (the /v1/isolated API): IsolationOff (""), the default,
+	// none; IsolationOnRequest those created with the extension
+	// sandbox.ExtIsolatedExecution; IsolationAlways every sandbox. Such
+	// a sandbox starts with CAP_SYS_ADMIN, which execd uses once at start
+	// (see internal/execd/isolation.Bootstrap) and drops before anything
+	// else runs; the engine's default seccomp profile then admits the
+	// namespace system calls sessions need (unshare, clone with namespace
+	// flags, mount, setns). See docs/isolation.md.
+	IsolatedExecution string
 	// PidsLimit caps the processes of a sandbox; 0 means 4096, <0 no limit.
 	PidsLimit int64
 	// Runtime is the OCI runtime name (runc, runsc, kata-runtime...);
@@ -121,6 +123,13 @@ const (
 	networkBridge       = "bridge"
 	networkHost         = "host"
 	seccompUnconfined   = "unconfined"
+)
+
+// Values of Options.IsolatedExecution.
+const (
+	IsolationOff       = ""
+	IsolationOnRequest = "on-request"
+	IsolationAlways    = "always"
 )
 
 // Runtime is the Docker driver. It is safe for concurrent use.
@@ -272,6 +281,11 @@ func (o *Options) setDefaults() error {
 	if o.NoNewPrivileges == nil {
 		yes := true
 		o.NoNewPrivileges = &yes
+	}
+	switch o.IsolatedExecution {
+	case IsolationOff, IsolationOnRequest, IsolationAlways:
+	default:
+		return fmt.Errorf("docker: isolated execution %q: want %q, %q or empty: %w", o.IsolatedExecution, IsolationOnRequest, IsolationAlways, runtime.ErrInvalid)
 	}
 	if o.PidsLimit == 0 {
 		o.PidsLimit = defaultPidsLimit
