@@ -8,10 +8,11 @@
 //   OPEN_SANDBOX_PROTOCOL  http | https (the JS SDK does not read this one; we pass it on)
 //   COMPAT_IMAGE           sandbox image (default opensandbox/base:latest; needs bash and python3)
 //   COMPAT_MODES           comma list of "direct" and/or "proxy" (default both)
-//   COMPAT_ISOLATION       "1" when the server creates sandboxes with isolated
-//                          execution (docker.isolated_execution): the isolation
-//                          steps then drive sessions; otherwise they check
-//                          that the API says it is unavailable
+//   COMPAT_ISOLATION       "1" when the server grants isolated execution on request
+//                          (docker.isolated_execution = "on-request"): the main
+//                          sandbox asks for it and the isolation steps drive
+//                          sessions; otherwise they check that the API says it
+//                          is unavailable
 //   COMPAT_RUN_ID          value of the "compat" metadata put on every sandbox
 //                          (default generated), so a caller can find leftovers
 //
@@ -143,6 +144,7 @@ async function runMode(mode) {
         metadata,
         env: { COMPAT_ENV: "from-create" },
         readyTimeoutSeconds: 60,
+        ...isolationCreateOptions(),
       });
       sandboxId = s.id;
       assert(typeof s.id === "string" && s.id.length > 0, `sandbox id ${JSON.stringify(s.id)}`);
@@ -534,6 +536,12 @@ async function runMode(mode) {
 // in them, moves files through a session's own view, checks that neither
 // sees the other, runs runOnce in ro and overlay mode and deletes; without
 // it, capabilities must say unavailable and create must fail with 503.
+// With COMPAT_ISOLATION=1 the main sandbox asks for isolated execution
+// (the server grants it on request).
+function isolationCreateOptions() {
+  return process.env.COMPAT_ISOLATION === "1" ? { extensions: { "opensandbox.io/isolated-execution": "true" } } : {};
+}
+
 async function isolationSteps(step, getSbx) {
   const wanted = process.env.COMPAT_ISOLATION === "1";
   await step("isolation-capabilities", ["create"], async () => {
