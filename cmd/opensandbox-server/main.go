@@ -3,7 +3,7 @@
 // endpoints, snapshots) over a sandbox runtime (Docker today).
 //
 //	opensandbox-server [--config path] [--insecure]
-//	opensandbox-server init-config [--example docker|k8s] [--force] [path]
+//	opensandbox-server init-config [path] [--example docker|k8s] [--force]
 //
 // It reads ~/.sandbox.toml (or SANDBOX_CONFIG_PATH, or --config); see
 // docs/configuration.md. This package only wires: configuration comes
@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, env func(string) string, stdout io.
 	insecure := fs.Bool("insecure", false, "allow starting without an API key (also "+serverconfig.EnvInsecure+"=YES)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: opensandbox-server [--config path] [--insecure]")
-		fmt.Fprintln(fs.Output(), "       opensandbox-server init-config [--example docker|k8s] [--force] [path]")
+		fmt.Fprintln(fs.Output(), "       opensandbox-server init-config [path] [--example docker|k8s] [--force]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
