@@ -71,6 +71,7 @@ variables, then ~/.opensandbox/config.toml, then built-in defaults.`,
 		a.configCommand(),
 	)
 	groupsRejectUnknown(root)
+	addOutputFlags(root)
 	return root
 }
 
