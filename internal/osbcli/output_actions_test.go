@@ -137,6 +137,18 @@ func newFakeSandboxServer(t *testing.T) *fakeSandboxServer {
 			io.WriteString(w, ev+"\n\n")
 		}
 	}))
+	mux.HandleFunc("POST /execd/command", record(func(w http.ResponseWriter, r *http.Request) {
+		var req sandbox.RunCommandRequest
+		json.NewDecoder(r.Body).Decode(&req)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range []string{
+			`{"type":"init","text":"cmd-1","timestamp":1}`,
+			`{"type":"stdout","text":` + strconvQuote(req.Command) + `,"timestamp":2}`,
+			`{"type":"execution_complete","execution_time":5,"timestamp":3}`,
+		} {
+			io.WriteString(w, ev+"\n\n")
+		}
+	}))
 	for _, route := range []string{"DELETE /execd/files", "POST /execd/files/mv", "POST /execd/directories", "DELETE /execd/directories", "POST /execd/files/permissions"} {
 		mux.HandleFunc(route, record(ok))
 	}
@@ -284,6 +296,22 @@ func TestFileCatOutput(t *testing.T) {
 	}
 	if code, _, errs := runOSBIn(t, "", f.env, "file", "download", "sb-1", "/text.txt", "-", "-o", "json"); code != 2 || !strings.Contains(errs, "local path") {
 		t.Errorf("file download to - with -o json: exit %d, stderr %q; want a usage error", code, errs)
+	}
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// TestExecShortcut: upstream's `osb exec ID -- cmd` is command run.
+func TestExecShortcut(t *testing.T) {
+	f := newFakeSandboxServer(t)
+	if code, out, errs := runOSBIn(t, "", f.env, "exec", "sb-1", "--", "echo", "hello world"); code != 0 || out != "echo 'hello world'\n" {
+		t.Errorf("exec: exit %d, stdout %q, stderr %q; want the fake's echo of the command", code, out, errs)
+	}
+	code, out, errs := runOSBIn(t, "", f.env, "exec", "sb-1", "-o", "json", "--", "true")
+	var got runResult
+	want := runResult{SandboxID: "sb-1", ID: "cmd-1", Stdout: "true\n", ExecutionTime: 5}
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("exec -o json: exit %d, %s, stderr %q; want %+v", code, out, errs, want)
 	}
 }
 

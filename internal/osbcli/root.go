@@ -61,6 +61,7 @@ variables, then ~/.opensandbox/config.toml, then built-in defaults.`,
 	root.AddCommand(
 		a.sandboxCommand(),
 		a.commandCommand(),
+		a.execCommand(),
 		a.codeCommand(),
 		a.fileCommand(),
 		a.shellCommand(),
