@@ -376,3 +376,27 @@ func TestFindExecd(t *testing.T) {
 		t.Errorf("findExecd(\"\") with no execd anywhere: err = %v, want one naming execd_path", err)
 	}
 }
+
+// TestInitConfigDocsOutput keeps the sample output in
+// docs/configuration.md what init-config prints.
+func TestInitConfigDocsOutput(t *testing.T) {
+	page, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const prompt = "$ opensandbox-server init-config ~/.sandbox.toml --example docker\n"
+	_, rest, ok := strings.Cut(string(page), prompt)
+	sample, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatalf("docs/configuration.md has no sample after %q", prompt)
+	}
+	home := t.TempDir()
+	var out bytes.Buffer
+	args := []string{"init-config", filepath.Join(home, ".sandbox.toml"), "--example", "docker"}
+	if code, err := run(context.Background(), args, envOf(map[string]string{"HOME": home}), &out); code != 0 || err != nil {
+		t.Fatalf("run(%q) = %d, %v", args, code, err)
+	}
+	if got := strings.ReplaceAll(out.String(), home, "/home/me"); got != sample {
+		t.Errorf("init-config prints\n%s\ndocs/configuration.md shows\n%s", got, sample)
+	}
+}

@@ -24,7 +24,11 @@ streamed as they come; results are printed as text, images as
 its traceback and "ename: evalue" go to stderr and osb exits 1.
 
 Without --context the code runs in the default context of --language, which
-keeps its state between calls like any other context.`,
+keeps its state between calls like any other context.
+
+-o json and yaml print the finished run as one document: {sandboxId,
+context_id, execution_count, stdout, stderr, results (MIME bundles, images
+base64), error, execution_time}; a raise still exits 1.`,
 		Example: `  echo '2 + 2' | osb code run 3f2c9a1e-...
   osb code run 3f2c9a1e-... analysis.py --save-images ./plots
   ctx=$(osb code context create 3f2c9a1e-... -l python)

@@ -22,7 +22,11 @@ func (a *app) commandRunCommand() *cobra.Command {
 and stderr as they come, and osb exits with the command's exit code.
 
 One word after -- is a shell command line as is ('ls | wc -l'); several words
-are quoted so each reaches the program as one argument.`,
+are quoted so each reaches the program as one argument.
+
+-o json and yaml print the finished run as one document instead: {sandboxId,
+id, exit_code, stdout, stderr, error, execution_time}; osb still exits with
+the command's exit code. With -d they print {id, sandboxId}.`,
 		Example: `  osb command run 3f2c9a1e-... -- ls -la /
   osb command run 3f2c9a1e-... -- 'cd /tmp && make test'
   osb command run -d 3f2c9a1e-... -- python3 -m http.server 8080   # prints the command id`,

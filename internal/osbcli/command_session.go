@@ -44,6 +44,9 @@ func (a *app) sessionRunCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run <sandbox-id> <session-id> -- <command>...",
 		Short: "Run a command in a session, streaming its output",
+		Long: `Runs a command in a session, streaming its stdout and stderr; osb exits with
+its exit code. -o json and yaml print the finished run as one document
+instead: {sandboxId, session_id, exit_code, stdout, stderr, error}.`,
 		Example: `  osb command session run 3f2c9a1e-... $sid -- 'export X=1; cd /etc'
   osb command session run 3f2c9a1e-... $sid -- 'echo $X; pwd'`,
 		Args: minArgs(3, "<sandbox-id> <session-id> -- <command>..."),

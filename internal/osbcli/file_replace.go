@@ -30,7 +30,7 @@ func (a *app) fileReplaceCommand() *cobra.Command {
 		if err != nil {
 			return view{}, err
 		}
-		data := map[string]any{"path": args[1], "replacedCount": n}
+		data := map[string]any{"sandboxId": args[0], "path": args[1], "replacedCount": n}
 		return view{data: data, table: func(t *tableWriter) {
 			t.row(fmt.Sprintf("%d replaced", n))
 		}}, nil

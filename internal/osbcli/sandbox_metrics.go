@@ -38,9 +38,15 @@ func (a *app) sandboxMetricsCommand() *cobra.Command {
 		first := true
 		err = sb.WatchMetrics(ctx, func(m sandbox.Metrics) error {
 			v := metricsView(m, first)
-			first = false
-			if format == formatJSON {
+			defer func() { first = false }()
+			switch {
+			case format == formatJSON:
 				return render(a.io.out, formatRaw, v) // one object per line
+			case format == formatYAML && !first:
+				// A stream of YAML documents needs separators.
+				if _, err := io.WriteString(a.io.out, "---\n"); err != nil {
+					return err
+				}
 			}
 			return render(a.io.out, format, v)
 		})

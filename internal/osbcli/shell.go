@@ -41,7 +41,10 @@ forwarded, and osb exits with the remote exit code.
 When stdin is not a terminal, osb runs in pipe mode: no raw mode, the remote
 side runs on pipes (its stderr kept apart), and at the end of the input osb
 sends "exit" to the shell (the protocol has no end-of-input frame). With
---command in pipe mode, osb waits for the command to end by itself.`,
+--command in pipe mode, osb waits for the command to end by itself.
+
+In pipe mode, -o json and yaml print {sandboxId, exit_code, stdout, stderr}
+at the end instead of streaming.`,
 		Example: `  osb shell 3f2c9a1e-...
   osb shell 3f2c9a1e-... --cwd /work --command 'htop'
   printf 'cd /tmp; ls\n' | osb shell 3f2c9a1e-...`,
