@@ -68,6 +68,9 @@ func (a *app) codeContextListCommand() *cobra.Command {
 		if err != nil {
 			return view{}, err
 		}
+		if ctxs == nil {
+			ctxs = []sandbox.CodeContext{}
+		}
 		return view{data: ctxs, table: contextTable(ctxs...)}, nil
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
 
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
@@ -124,6 +125,10 @@ func newFakeSandboxServer(t *testing.T) *fakeSandboxServer {
 	mux.HandleFunc("GET /v1/sandboxes/sb-1/diagnostics/logs", record(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "line 1\nline 2")
 	}))
+	mux.HandleFunc("GET /execd/metrics/watch", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"cpu_count":2,"cpu_used_pct":1.5,"mem_total_mib":512,"mem_used_mib":64,"timestamp":1}`+"\n")
+		io.WriteString(w, `{"cpu_count":2,"cpu_used_pct":2.5,"mem_total_mib":512,"mem_used_mib":65,"timestamp":2}`+"\n")
+	})
 	mux.HandleFunc("DELETE /execd/command", record(ok))
 	mux.HandleFunc("DELETE /execd/session/{id}", record(ok))
 	mux.HandleFunc("POST /execd/session/{id}/run", record(func(w http.ResponseWriter, r *http.Request) {
@@ -312,6 +317,32 @@ func TestExecShortcut(t *testing.T) {
 	want := runResult{SandboxID: "sb-1", ID: "cmd-1", Stdout: "true\n", ExecutionTime: 5}
 	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("exec -o json: exit %d, %s, stderr %q; want %+v", code, out, errs, want)
+	}
+}
+
+// TestMetricsWatchOutput: a watch is one JSON object a line, or a stream
+// of YAML documents. The fake ends its stream after two updates, which
+// osb reports (exit 1) after printing them.
+func TestMetricsWatchOutput(t *testing.T) {
+	f := newFakeSandboxServer(t)
+	code, out, errs := runOSBIn(t, "", f.env, "sandbox", "metrics", "sb-1", "--watch", "-o", "json")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var m sandbox.Metrics
+	if code != 1 || len(lines) != 2 || json.Unmarshal([]byte(lines[1]), &m) != nil || m.CPUUsedPct != 2.5 {
+		t.Errorf("metrics --watch -o json: exit %d, %q, stderr %q; want two JSON lines", code, out, errs)
+	}
+	code, out, errs = runOSBIn(t, "", f.env, "sandbox", "metrics", "sb-1", "--watch", "-o", "yaml")
+	dec := yaml.NewDecoder(strings.NewReader(out))
+	var docs []map[string]any
+	for {
+		var d map[string]any
+		if err := dec.Decode(&d); err != nil {
+			break
+		}
+		docs = append(docs, d)
+	}
+	if code != 1 || len(docs) != 2 || docs[1]["mem_used_mib"] != 65 || !strings.Contains(errs, "stream ended") {
+		t.Errorf("metrics --watch -o yaml: exit %d, %q, stderr %q; want two YAML documents", code, out, errs)
 	}
 }
 

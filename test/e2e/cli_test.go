@@ -330,6 +330,17 @@ func TestCLIShellPipeMode(t *testing.T) {
 	if r.code != 2 || strings.TrimSpace(r.stdout) != "/usr" {
 		t.Errorf("shell --command = exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
+	// -o json: the session as one document at the end, same exit code.
+	r = c.run("echo hi; echo oops >&2; exit 4\n", nil, "shell", id, "-o", "json")
+	var doc struct {
+		SandboxID      string
+		ExitCode       int `json:"exit_code"`
+		Stdout, Stderr string
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || r.code != 4 || doc.ExitCode != 4 || doc.SandboxID != id ||
+		!strings.Contains(doc.Stdout, "hi") || !strings.Contains(doc.Stderr, "oops") {
+		t.Errorf("shell -o json = exit %d, %q (%v); want exit 4 and one document with hi and oops", r.code, r.stdout, err)
+	}
 }
 
 func TestCLIConfig(t *testing.T) {
