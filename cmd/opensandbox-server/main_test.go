@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -398,5 +399,43 @@ func TestInitConfigDocsOutput(t *testing.T) {
 	}
 	if got := strings.ReplaceAll(out.String(), home, "/home/me"); got != sample {
 		t.Errorf("init-config prints\n%s\ndocs/configuration.md shows\n%s", got, sample)
+	}
+}
+
+func TestListenFlags(t *testing.T) {
+	env := envOf(map[string]string{"HOME": t.TempDir()})
+	for _, args := range [][]string{
+		{"--port", "0"},
+		{"--port", "70000"},
+		{"--port", "http"},
+		{"--host", ""},
+		{"--host", "a b"},
+	} {
+		var out bytes.Buffer
+		if code, err := run(context.Background(), args, env, &out); code != 2 || err == nil {
+			t.Errorf("run(%q) = %d, %v; want 2 and an error", args, code, err)
+		}
+	}
+
+	parse := func(args ...string) serverconfig.Config {
+		t.Helper()
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		host := fs.String("host", "", "")
+		port := fs.Int("port", 0, "")
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		cfg := serverconfig.Defaults(t.TempDir())
+		if err := overrideListen(&cfg, fs, *host, *port); err != nil {
+			t.Fatalf("overrideListen(%q) = %v", args, err)
+		}
+		return cfg
+	}
+	if got := parse("--host", "127.0.0.2", "--port", "9090").Server.Addr(); got != "127.0.0.2:9090" {
+		t.Errorf("--host 127.0.0.2 --port 9090 listens on %s", got)
+	}
+	def := serverconfig.Defaults(t.TempDir()).Server.Addr()
+	if got := parse().Server.Addr(); got != def {
+		t.Errorf("no flags listens on %s, want the config's %s", got, def)
 	}
 }
