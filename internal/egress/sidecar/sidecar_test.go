@@ -3,6 +3,8 @@ package sidecar
 import (
 	"context"
 	"errors"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,12 +31,41 @@ func TestCheckBindings(t *testing.T) {
 		{"wildcard inside an allowed wildcard", bind([]string{"*.corp.test"}, nil, nil), ""},
 		{"wildcard wider than the policy", bind([]string{"*.github.com"}, nil, nil), ""},
 		{"host the policy denies", bind([]string{"evil.test"}, nil, nil), "not allowed by the network policy"},
-		{"plain http", bind([]string{"api.github.com"}, []string{"https", "http"}, []int{443}), "scheme http is not supported"},
+		{"plain http", bind([]string{"api.github.com"}, []string{"https", "http"}, nil), ""},
+		{"plain http, standard ports given", bind([]string{"api.github.com"}, []string{"http"}, []int{80, 443}), ""},
+		{"plain http, host the policy denies", bind([]string{"evil.test"}, []string{"http"}, nil), "not allowed by the network policy"},
 		{"other port", bind([]string{"api.github.com"}, []string{"https"}, []int{8443}), "port 8443 is not intercepted"},
+		{"other plain port", bind([]string{"api.github.com"}, []string{"http"}, []int{8080}), "port 8080 is not intercepted"},
 	} {
 		err := checkBindings(p, tt.bs)
 		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("%s: err = %v; want %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+// TestBoundResolverPolicy checks that the plain-HTTP proxy's resolver
+// refuses what the network policy denies before any lookup.
+func TestBoundResolverPolicy(t *testing.T) {
+	p, err := policy.Parse([]byte(`{"defaultAction":"deny","egress":[{"action":"allow","target":"192.0.2.7"}]}`), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := policy.NewStore(p, policy.AlwaysFiles{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noLookup := &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+		t.Error("a lookup was made")
+		return nil, errors.New("no lookups in this test")
+	}}
+	resolve := boundResolver(store, noLookup)
+	if got, err := resolve(context.Background(), "192.0.2.7"); err != nil || len(got) != 1 || got[0] != netip.MustParseAddr("192.0.2.7") {
+		t.Errorf("allowed IP: %v, %v; want itself", got, err)
+	}
+	for _, host := range []string{"192.0.2.8", "denied.test"} {
+		if got, err := resolve(context.Background(), host); err == nil || !strings.Contains(err.Error(), "denied by the network policy") {
+			t.Errorf("%s: %v, %v; want denied by the network policy", host, got, err)
 		}
 	}
 }

@@ -167,9 +167,13 @@ func TestMatch(t *testing.T) {
 	for _, tt := range tests {
 		name := fmt.Sprintf("%s %s://%s:%d%s", tt.method, tt.scheme, tt.host, tt.port, tt.path)
 		t.Run(name, func(t *testing.T) {
-			got, ok := s.Match(tt.scheme, tt.host, tt.port, tt.method, tt.path)
+			plan, ok := s.Match(tt.scheme, tt.host, tt.port, tt.method, tt.path)
 			if ok != (tt.want != nil) {
 				t.Fatalf("Match() ok = %v, want %v", ok, tt.want != nil)
+			}
+			var got http.Header
+			if plan != nil {
+				got = plan.Headers
 			}
 			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
 				t.Errorf("Match() headers differ (names %v, want %v)", headerNames(got), headerNames(tt.want))
@@ -178,8 +182,8 @@ func TestMatch(t *testing.T) {
 	}
 	// The caller owns the result.
 	h, _ := s.Match("https", "api.github.com", 443, "GET", "/")
-	h.Set("Authorization", "changed")
-	if h2, _ := s.Match("https", "api.github.com", 443, "GET", "/"); h2.Get("Authorization") != "Bearer "+secretA {
+	h.Headers.Set("Authorization", "changed")
+	if h2, _ := s.Match("https", "api.github.com", 443, "GET", "/"); h2.Headers.Get("Authorization") != "Bearer "+secretA {
 		t.Errorf("Match() result shares storage with the store")
 	}
 	if err := s.Delete(); err != nil {
@@ -192,7 +196,7 @@ func TestMatch(t *testing.T) {
 
 func TestMayMatch(t *testing.T) {
 	s := NewStore()
-	if s.MayMatch("api.github.com", 443) {
+	if s.MayMatch("https", "api.github.com", 443) {
 		t.Errorf("MayMatch() with no vault = true, want false")
 	}
 	req := validRequest()
@@ -207,7 +211,7 @@ func TestMayMatch(t *testing.T) {
 	}
 	check := func(t *testing.T, host string, port int, want bool) {
 		t.Helper()
-		if got := s.MayMatch(host, port); got != want {
+		if got := s.MayMatch("https", host, port); got != want {
 			t.Errorf("MayMatch(%q, %d) = %v, want %v", host, port, got, want)
 		}
 	}
@@ -305,7 +309,7 @@ func TestRevisions(t *testing.T) {
 	if st.Revision != 2 || revs["a"] != 2 || revs["b"] != 1 || revs["c"] != 2 {
 		t.Errorf("after Patch: revision %d, credential revisions %v; want 2, map[a:2 b:1 c:2]", st.Revision, revs)
 	}
-	if h, _ := s.Match("https", "api.github.com", 443, "GET", "/"); h.Get("Authorization") != "Bearer "+secretA+"-rotated" {
+	if h, _ := s.Match("https", "api.github.com", 443, "GET", "/"); h.Headers.Get("Authorization") != "Bearer "+secretA+"-rotated" {
 		t.Errorf("Match() after rotating does not use the new value")
 	}
 	// Deleting a credential still in use fails and changes nothing.
