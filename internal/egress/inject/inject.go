@@ -81,6 +81,9 @@ func (p *Plan) Secrets() []string {
 		add(url.PathEscape(s.Value))
 		add(url.QueryEscape(s.Value))
 		add(jsonEscape(s.Value))
+		// An echo of a JSON body as a JSON string (debug endpoints) escapes
+		// the escaped value once more.
+		add(jsonEscape(jsonEscape(s.Value)))
 	}
 	return out
 }
