@@ -198,4 +198,3 @@ func (r repeatReader) Read(p []byte) (int, error) {
 	}
 	return n, nil
 }
-
