@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/egress/vault"
 )
@@ -430,5 +431,52 @@ func TestSubstitutionOverTLS(t *testing.T) {
 	e.do(t, "POST", e.url("unbound.test", "/x?k=KEY_PLACEHOLDER"), http.Header{"X-K": {"KEY_PLACEHOLDER"}}, strings.NewReader("v=KEY_PLACEHOLDER"))
 	if want := "k=KEY_PLACEHOLDER|KEY_PLACEHOLDER|v=KEY_PLACEHOLDER"; last() != want {
 		t.Errorf("unbound: origin saw %q; want the placeholders untouched", last())
+	}
+}
+
+// TestPlainServerSpeaksFirst: a connection that sends nothing within the
+// hello timeout (a protocol where the server speaks first) is spliced to
+// its original destination.
+func TestPlainServerSpeaksFirst(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, "220 banner\r\n")
+		io.Copy(io.Discard, c)
+	}()
+	ca, err := NewCA("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{CA: ca, Injector: vault.NewStore(), HelloTimeout: 100 * time.Millisecond,
+		OriginalDst: func(net.Conn) (string, int) { return "127.0.0.1", ln.Addr().(*net.TCPAddr).Port }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- p.ServePlain(ctx, pln) }()
+	defer func() { cancel(); <-served }()
+	c, err := net.Dial("tcp", pln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || line != "220 banner\r\n" {
+		t.Fatalf("read %q, %v; want the origin's banner", line, err)
 	}
 }

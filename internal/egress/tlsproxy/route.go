@@ -265,7 +265,9 @@ func (p *Proxy) route(ctx context.Context, raw net.Conn, m routeMode, conns *con
 	}
 	hello, sni, err := m.peek(raw)
 	if err != nil {
-		if m.spliceUnreadable() {
+		var ne net.Error
+		if m.spliceUnreadable() && (len(hello) > 0 || errors.As(err, &ne) && ne.Timeout()) {
+			// Not HTTP, or a server-speaks-first protocol: pass it through.
 			p.log.Debug("tlsproxy: connection spliced: no HTTP request head", "dest", dst.addr, "err", err)
 			p.splice(ctx, raw, hello, dst, conns)
 			return
