@@ -197,6 +197,9 @@ func substituteBody(r *http.Request, plan *inject.Plan) error {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(b))
 		r.ContentLength = int64(len(b))
+		// The body is in hand (reading it answered the sandbox's 100
+		// Continue): the origin need not be asked.
+		r.Header.Del("Expect")
 		return nil
 	}
 	r.Body = readCloser{wrap(r.Body), r.Body}
