@@ -234,7 +234,7 @@ func Run(ctx context.Context, cfg Config) error {
 			OriginalDst: originalDst(log),
 			ExtraRoots:  roots,
 			Dial:        dialer.DialContext,
-			Resolve:     boundResolver(store, ownResolver),
+			Resolve:     boundResolver(store, upstreamResolvers(upstreams, cfg.DNSTimeout)),
 			Logger:      log.With("component", "credential-proxy"),
 		})
 		if err != nil {
@@ -383,13 +383,47 @@ func originalDst(log *slog.Logger) func(net.Conn) (string, int) {
 	}
 }
 
+// upstreamResolvers returns one resolver per upstream, in order, whose
+// queries carry the bypass mark.
+func upstreamResolvers(upstreams []string, timeout time.Duration) []*net.Resolver {
+	var out []*net.Resolver
+	for _, u := range upstreams {
+		addr, err := dnsproxy.ParseUpstream(u)
+		if err != nil {
+			continue // validated with the configuration; never here
+		}
+		out = append(out, &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			d := net.Dialer{Timeout: timeout, Control: sockmark.Control(nft.BypassMark)}
+			return d.DialContext(ctx, network, addr)
+		}})
+	}
+	return out
+}
+
+// lookup asks each resolver in turn until one answers; a name that does
+// not exist is an answer.
+func lookup(ctx context.Context, rs []*net.Resolver, host string) ([]netip.Addr, error) {
+	err := errors.New("no upstream resolver")
+	for _, r := range rs {
+		var addrs []netip.Addr
+		if addrs, err = r.LookupNetIP(ctx, "ip", host); err == nil {
+			return addrs, nil
+		}
+		var de *net.DNSError
+		if errors.As(err, &de) && de.IsNotFound || ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, err
+}
+
 // boundResolver resolves a host an http binding matched, for the plain-HTTP
 // proxy, which connects there instead of where the sandbox connected. The
 // name must be allowed by the current network policy, and addresses an IP
 // or CIDR rule denies are dropped: the sidecar's own connections bypass the
 // firewall, so the policy is applied here. Lookups go to the upstream
-// resolver with the bypass mark, never through the sandbox's DNS.
-func boundResolver(store *policy.Store, r *net.Resolver) func(context.Context, string) ([]netip.Addr, error) {
+// resolvers with the bypass mark, never through the sandbox's DNS.
+func boundResolver(store *policy.Store, rs []*net.Resolver) func(context.Context, string) ([]netip.Addr, error) {
 	return func(ctx context.Context, host string) ([]netip.Addr, error) {
 		p := store.Current()
 		if p.Decide(host) != policy.Allow {
@@ -398,7 +432,7 @@ func boundResolver(store *policy.Store, r *net.Resolver) func(context.Context, s
 		if a, err := netip.ParseAddr(host); err == nil {
 			return []netip.Addr{a.Unmap()}, nil
 		}
-		addrs, err := r.LookupNetIP(ctx, "ip", host)
+		addrs, err := lookup(ctx, rs, host)
 		if err != nil {
 			return nil, err
 		}
