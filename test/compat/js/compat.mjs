@@ -489,6 +489,49 @@ async function runMode(mode) {
       eq(patched.bindings, [], "bindings after patch");
       await v.delete();
     });
+    // ---- credential vault: plain-HTTP binding, passthrough and substitutions ----
+    // The SDK 0.1.11 wire format: schemes ["http"] (port 80 derived), auth
+    // type "passthrough", and auth.substitutions [{credential, placeholder,
+    // in}]. Traffic through them is tested in test/e2e (TestEgressDocker,
+    // TestEgressSidecarNetns); here the sidecar must accept, normalize and
+    // sanitize what the SDK sends.
+    await step("credential-vault-http-substitutions", ["egress-policy", "credential-vault"], async () => {
+      const v = esbx.credentialVault;
+      const secret = "compat-sub-s3cret-" + RUN;
+      const st = await v.create({
+        credentials: [{ name: "tok", source: { type: "inline", value: secret } }],
+        bindings: [
+          {
+            name: "plain",
+            match: { schemes: ["http"], hosts: ["files.pythonhosted.org"] },
+            auth: { type: "passthrough", substitutions: [{ credential: "tok", placeholder: "__TOK__", in: ["path", "query", "header", "body"] }] },
+          },
+          {
+            name: "tls",
+            match: { hosts: ["files.pythonhosted.org"], paths: ["/api/*"] },
+            auth: { type: "bearer", credential: "tok", substitutions: [{ credential: "tok", placeholder: "__TOK__", in: ["header"] }] },
+          },
+        ],
+      });
+      assert(!JSON.stringify(st).includes(secret), "vault state carries the secret");
+      eq(st.bindings.map((b) => b.name), ["plain", "tls"], "bindings");
+      const plain = await v.getBinding("plain");
+      eq(plain.match.schemes, ["http"], "plain.match.schemes");
+      eq(plain.match.ports, [80], "plain.match.ports (derived from the scheme)");
+      eq(plain.auth, { type: "passthrough" }, "plain.auth (sanitized)");
+      eq((await v.getBinding("tls")).match.ports, [443], "tls.match.ports");
+      let refused;
+      try {
+        await v.patch({
+          bindings: { replace: [{ name: "plain", match: { schemes: ["http"], hosts: ["files.pythonhosted.org"] },
+            auth: { type: "passthrough", substitutions: [{ credential: "tok", placeholder: "__TOK__", in: ["cookie"] }] } }] },
+        });
+      } catch (err) {
+        refused = err;
+      }
+      assert(refused instanceof SandboxApiException && refused.statusCode === 400, `unknown surface: want a 400, got ${describe(refused)}`);
+      await v.delete();
+    });
     if (esbx) {
       await esbx.kill().catch(() => undefined);
       egressSandboxId = undefined;
