@@ -60,17 +60,20 @@ customize_base() {
 
 # code-interpreter: base plus the runtimes execd's code interpreter drives:
 # Python 3.11 with ipykernel, numpy, pandas and matplotlib (Agg backend),
-# Node.js 18, OpenJDK 17 (jshell), Go 1.19, git and build-essential. Its
-# entrypoint writes the runtimes' variables to execd's env file and keeps
-# the container running.
+# `python` and `pip`, Node.js 18 with TypeScript (tsc), OpenJDK 17 (jshell),
+# Go 1.19, git and build-essential; /workspace, owned by the sandbox user, is
+# the working directory. Its entrypoint writes the runtimes' variables to
+# execd's env file and keeps the container running.
 recipe_code_interpreter() {
 	PARENT=base
 	PACKAGES=(python3-ipykernel python3-numpy python3-pandas python3-matplotlib python3-pil
-		nodejs default-jdk-headless golang-go git build-essential)
+		python-is-python3 python3-pip nodejs node-typescript default-jdk-headless golang-go
+		git build-essential)
 	CHANGES=(
 		'ENV JAVA_HOME=/usr/lib/jvm/default-java'
 		'ENV MPLBACKEND=Agg'
 		'ENV PYTHONUNBUFFERED=1'
+		'WORKDIR /workspace'
 		'CMD ["/opt/opensandbox/code-interpreter.sh"]'
 	)
 	CHECK=$(
@@ -84,6 +87,14 @@ recipe_code_interpreter() {
 			plt.savefig("/tmp/check.png")'
 			test "$(head -c 8 /tmp/check.png | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a
 			test "$(node -e 'console.log(1+1)')" = 2
+			test "$(python -c 'print(6*7)')" = 42
+			pip --version
+			python -m pip --version
+			printf 'const n: number = 40 + 2;\nconsole.log(n);\n' >/tmp/check.ts
+			tsc --outDir /tmp /tmp/check.ts
+			test "$(node /tmp/check.js)" = 42
+			test "$PWD" = /workspace
+			test "$(stat -c %u:%g /workspace)" = 1000:1000
 			jshell --version
 			java -version
 			go version
@@ -104,6 +115,13 @@ customize_code_interpreter() {
 	else
 		echo 'backend: Agg' >>"$ROOTFS/etc/matplotlibrc"
 	fi
+	# Debian's Python is "externally managed" (PEP 668): pip refuses to
+	# install outside a venv. In a throwaway sandbox, `pip install x` as
+	# upstream's snippets do it should just work; as root it goes to
+	# /usr/local, apart from Debian's packages, as a user to ~/.local.
+	printf '[global]\nbreak-system-packages = true\n' >"$ROOTFS/etc/pip.conf"
+	# The sandbox user's working directory, as in upstream's image.
+	install -d -m 755 -o 1000 -g 1000 "$ROOTFS/workspace"
 	mkdir -p "$ROOTFS/opt/opensandbox" "$ROOTFS/opt/code-interpreter"
 	chmod 755 "$ROOTFS/opt/opensandbox"
 	cat >"$ROOTFS/opt/opensandbox/code-interpreter.sh" <<-'EOF'
