@@ -493,15 +493,18 @@ up_to_date() {
 	return 1
 }
 
-# tag_aliases points the ALIASES tags of $REPO/$NAME at its latest image,
-# touching only those that point elsewhere (the up-to-date check stays fast).
+# tag_aliases points the ALIASES tags of $REPO/$NAME at its latest image.
+# One inspect of all the tags tells whether there is anything to do, so the
+# up-to-date check stays fast.
 tag_aliases() {
-	local latest t
-	latest=$(docker image inspect --format '{{.Id}}' "$REPO/$NAME:latest")
+	local refs=("$REPO/$NAME:latest") t ids
+	for t in "${ALIASES[@]}"; do refs+=("$REPO/$NAME:$t"); done
+	ids=$(docker image inspect --format '{{.Id}}' "${refs[@]}" 2>/dev/null || true)
+	if [ "$(grep -c . <<<"$ids")" = "${#refs[@]}" ] && [ "$(sort -u <<<"$ids" | wc -l)" = 1 ]; then
+		return 0
+	fi
 	for t in "${ALIASES[@]}"; do
-		if [ "$(docker image inspect --format '{{.Id}}' "$REPO/$NAME:$t" 2>/dev/null)" != "$latest" ]; then
-			docker tag "$REPO/$NAME:latest" "$REPO/$NAME:$t"
-		fi
+		docker tag "$REPO/$NAME:latest" "$REPO/$NAME:$t"
 	done
 }
 
