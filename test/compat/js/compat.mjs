@@ -574,6 +574,41 @@ for (const mode of MODES) {
   }
   await runMode(mode);
 }
+// ---- Images: a create from an image that is neither local nor pullable ----
+// The server keeps the IMAGE_PULL_FAILED code and says plainly that the
+// image is not here, listing the local opensandbox/* images. The registry
+// named is a closed loopback port, so nothing leaves the machine.
+async function missingImageCheck() {
+  const config = new ConnectionConfig({ protocol: PROTOCOL, requestTimeoutSeconds: 60 });
+  const step = runner("images");
+  await step("create-missing-image", [], async () => {
+    const image = "127.0.0.1:1/opensandbox/compat-missing:v9";
+    let s;
+    try {
+      s = await Sandbox.create({
+        connectionConfig: config,
+        image,
+        entrypoint: ["tail", "-f", "/dev/null"],
+        timeoutSeconds: 60,
+        metadata: { compat: RUN, mode: "images" },
+        readyTimeoutSeconds: 30,
+      });
+    } catch (err) {
+      if (!(err instanceof SandboxApiException)) throw err;
+      eq(err.statusCode, 400, "statusCode");
+      eq(err.error?.code, "IMAGE_PULL_FAILED", "error.code");
+      const want = `image ${image} is not present locally and could not be pulled (`;
+      assert(err.message.includes(want), `message ${JSON.stringify(err.message)} does not say ${JSON.stringify(want)}`);
+      assert(/local opensandbox images: |no local opensandbox images/.test(err.message),
+        `message ${JSON.stringify(err.message)} does not list the local opensandbox images`);
+      return;
+    }
+    await s.kill().catch(() => undefined);
+    fail(`create from ${image} succeeded`);
+  });
+}
+await missingImageCheck();
+
 if (failures > 0) {
   console.log(`FAILED: ${failures} step(s) failed or were blocked`);
   process.exit(1);
