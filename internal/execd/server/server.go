@@ -26,12 +26,17 @@ import (
 )
 
 // Config holds the parts the server routes to. All fields are required
-// except AccessToken and Logger.
+// except AccessToken, Logger and Port.
 type Config struct {
 	// AccessToken, when set, must be sent in X-EXECD-ACCESS-TOKEN with
 	// every request.
 	AccessToken string
 	Logger      *slog.Logger
+	// Port is the TCP port execd listens on. Requests for /proxy/{Port}/...
+	// (the shape a Docker bridge endpoint for execd has) are served by
+	// execd's own routes with the prefix removed, never forwarded to
+	// itself. 0 turns that off.
+	Port int
 
 	Commands *command.Manager
 	Sessions *session.Manager
@@ -112,8 +117,8 @@ func (s *Server) routes() []route {
 		{"DELETE /pty/{sessionId}", c.PTY.Delete},
 		{"GET /pty/{sessionId}/ws", c.PTY.Attach},
 
-		{"/proxy/{port}", c.Proxy.ServeHTTP},
-		{"/proxy/{port}/", c.Proxy.ServeHTTP},
+		{"/proxy/{port}", s.proxy},
+		{"/proxy/{port}/", s.proxy},
 	}
 }
 
@@ -121,6 +126,17 @@ func (s *Server) routes() []route {
 func (s *Server) Handler() http.Handler { return s.handler }
 
 func (s *Server) ping(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }
+
+// proxy serves /proxy/{port}: execd's own port in-process, through this
+// route table (the caller already passed auth), any other port through
+// the forwarding proxy.
+func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
+	if local, ok := proxy.Local(r, s.cfg.Port); ok {
+		s.mux.ServeHTTP(w, local)
+		return
+	}
+	s.cfg.Proxy.ServeHTTP(w, r)
+}
 
 func (s *Server) commandQuery(w http.ResponseWriter, r *http.Request) {
 	a, b := r.PathValue("a"), r.PathValue("b")

@@ -114,6 +114,35 @@ function stderrLines(ex) {
   return ex.logs.stderr.map((m) => m.text);
 }
 
+// ---- execd endpoint shape (upstream's suites) ------------------------------
+// Upstream's suites accept an execd endpoint that ends in "/44772" (Docker
+// bridge: <host>:<execd's published port>/proxy/44772; server proxy:
+// <server>/sandboxes/{id}/proxy/44772) or whose port is 44772. Checks that,
+// that a raw GET of <endpoint>/ping with the endpoint's headers reaches execd,
+// and that the SDK works through the endpoint (a streamed command and a file
+// round trip on a sandbox connected afresh, which resolves it again).
+async function checkExecdEndpointShape(step, name, needs, sbx, config) {
+  await step(name, needs, async () => {
+    const ep = await sbx.getEndpoint(44772);
+    const url = new URL(`${PROTOCOL}://${ep.endpoint}`);
+    assert(
+      ep.endpoint.endsWith("/44772") || url.port === "44772",
+      `execd endpoint ${ep.endpoint} neither ends in /44772 nor has port 44772`,
+    );
+    const res = await fetch(`${url.href.replace(/\/$/, "")}/ping`, { headers: ep.headers ?? {} });
+    eq(res.status, 200, `GET ${ep.endpoint}/ping`);
+    const c = await Sandbox.connect({ sandboxId: sbx.id, connectionConfig: config });
+    try {
+      const ex = await c.commands.run("echo through-endpoint");
+      eq(stdoutLines(ex), ["through-endpoint"], "command through the execd endpoint");
+      await c.files.writeFiles([{ path: "/tmp/compat-endpoint.txt", data: "via endpoint\n" }]);
+      eq(await c.files.readFile("/tmp/compat-endpoint.txt"), "via endpoint\n", "file through the execd endpoint");
+    } finally {
+      await c.close();
+    }
+  });
+}
+
 async function runMode(mode) {
   const useServerProxy = mode === "proxy";
   const config = new ConnectionConfig({
@@ -171,6 +200,8 @@ async function runMode(mode) {
       const url = await sbx.getEndpointUrl(44772);
       eq(url, `${PROTOCOL}://${ep.endpoint}`, "getEndpointUrl");
     });
+
+    await checkExecdEndpointShape(step, "endpoint-execd-shape", ["create"], sbx, config);
 
     await step("ping", ["create"], async () => {
       eq(await sbx.isHealthy(), true, "isHealthy");
@@ -457,6 +488,7 @@ async function runMode(mode) {
       egressSandboxId = s.id;
       return s;
     });
+    await checkExecdEndpointShape(step, "egress-endpoint-execd-shape", ["egress-create"], esbx, config);
     await step("egress-policy", ["egress-create"], async () => {
       const p = await esbx.getEgressPolicy();
       eq(p.defaultAction, "deny", "policy.defaultAction");
