@@ -12,11 +12,11 @@ import (
 
 func TestGoCellParsing(t *testing.T) {
 	c, err := parseGoCell("import \"fmt\"\nfmt.Println(1)")
-	if err != nil || !c.isStmts || c.imports["fmt"] != "" || !strings.Contains(c.stmts, "fmt.Println") {
+	if err != nil || !c.run || c.imports["fmt"] != "" || !strings.Contains(c.body, "fmt.Println") {
 		t.Errorf("imports + statements: %+v %v", c, err)
 	}
 	c, err = parseGoCell("import (\n\t\"strings\"\n)\n// Up upper-cases.\nfunc Up(s string) string { return strings.ToUpper(s) }\ntype T struct{}\nfunc (t *T) M() {}\nvar a, b = 1, 2")
-	if err != nil || c.isStmts || len(c.decls) != 4 {
+	if err != nil || c.run || len(c.decls) != 4 {
 		t.Fatalf("declarations: %+v %v", c, err)
 	}
 	if got := [][]string{c.decls[0].names, c.decls[2].names, c.decls[3].names}; strings.Join(got[0], ",") != "Up" || got[1][0] != "T.M" || len(got[2]) != 2 {
