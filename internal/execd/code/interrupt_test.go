@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,16 +112,25 @@ func TestPythonInterruptAtInit(t *testing.T) {
 	}
 }
 
-// TestPythonInterruptIgnored: a cell that swallows KeyboardInterrupt is
-// ended by killing the kernel once the interrupt grace has passed.
+// TestPythonInterruptIgnored: a cell that ignores SIGINT is ended by
+// killing the kernel once the interrupt grace has passed.
 func TestPythonInterruptIgnored(t *testing.T) {
 	need(t, sandbox.LanguagePython)
 	h := newHarnessOpts(t, Options{InterruptGrace: 500 * time.Millisecond})
 	id := h.create(t, sandbox.LanguagePython)
 	h.run(t, id, "", "kept = 7")
-	code := "import time\nwhile True:\n  try:\n    time.sleep(0.05)\n  except KeyboardInterrupt:\n    pass"
-	c := h.runInterruptAtInit(t, id, code, 5*time.Second)
-	if e := c.err(); e == nil || e.Name != sandbox.ErrNameInterrupted {
+	marker := t.TempDir() + "/looping"
+	code := "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nopen(" + strconv.Quote(marker) + ", 'w').close()\nwhile True: time.sleep(0.05)"
+	done := make(chan cell, 1)
+	go func() { done <- h.run(t, id, "", code) }()
+	h.interruptWhen(t, id, marker)
+	var c cell
+	select {
+	case c = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the cell that ignores KeyboardInterrupt still runs 5 s after the interrupt")
+	}
+	if e := c.err(); e == nil || e.Name != sandbox.ErrNameInterrupted || !strings.Contains(e.Value, "state is lost") {
 		t.Fatalf("ended with %+v, want Interrupted", c.events)
 	}
 	if c := h.run(t, id, "", "'kept' in globals()"); !c.ok() || c.results()[0]["text"] != "False" {

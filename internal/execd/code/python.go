@@ -348,8 +348,10 @@ type outputContent struct {
 // SIGINT that lands in its own code around the cell (after it has taken
 // the request, before or after the user's code) is caught and logged, the
 // request then ending with an idle status and no reply. So an interrupt
-// that comes before the kernel has announced the cell (execute_input) is
-// sent again when it does; an idle without a reply is checked with a
+// that comes before the kernel has announced the cell (execute_input,
+// published once its SIGINT handler is in place) is held until it does,
+// and sent once: a second SIGINT could land in the kernel's own handling
+// of the first; an idle without a reply is checked with a
 // kernel_info_request, whose reply follows every earlier reply on the
 // shell socket, so that its arrival proves no execute_reply is coming; and
 // a kernel that has not ended the cell within the interrupt grace is
@@ -381,16 +383,16 @@ func (k *pyKernel) run(ctx context.Context, sw *eventstream.Writer, code string,
 	defer k.unwait(id)
 
 	var (
-		errEv            *sandbox.StreamError
-		idle, replied    bool
-		replyStatus      string
-		countSent        bool
-		announced        bool // execute_input seen: the kernel handles the cell
-		interrupted      bool
-		resendOnAnnounce bool
-		probe            *waiter // kernel_info_request after an idle without reply
-		probeID          string
-		grace            <-chan time.Time
+		errEv         *sandbox.StreamError
+		idle, replied bool
+		replyStatus   string
+		countSent     bool
+		announced     bool // execute_input seen: the kernel handles the cell
+		interrupted   bool
+		held          bool    // an interrupt waits for the announcement
+		probe         *waiter // kernel_info_request after an idle without reply
+		probeID       string
+		grace         <-chan time.Time
 	)
 	defer func() {
 		if probe != nil {
@@ -405,9 +407,8 @@ func (k *pyKernel) run(ctx context.Context, sw *eventstream.Writer, code string,
 		switch rm.m.Header.MsgType {
 		case "execute_input":
 			announced = true
-			if resendOnAnnounce {
-				// The first SIGINT may have come while the kernel ignored it.
-				resendOnAnnounce = false
+			if held {
+				held = false
 				k.sigint()
 			}
 			if c.ExecutionCount > 0 && !countSent {
@@ -482,11 +483,14 @@ func (k *pyKernel) run(ctx context.Context, sw *eventstream.Writer, code string,
 		case <-stop:
 			stop = nil
 			interrupted = true
-			if !idle {
-				// Once idle, the cell is over: only its reply is awaited,
-				// and a SIGINT could only hit the probe.
-				resendOnAnnounce = !announced
+			switch {
+			case idle:
+				// The cell is over: only its reply is awaited, and a
+				// SIGINT could only hit the probe.
+			case announced:
 				k.sigint()
+			default:
+				held = true
 			}
 			t := time.NewTimer(k.grace)
 			defer t.Stop()
