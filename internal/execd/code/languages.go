@@ -119,7 +119,7 @@ process.exit(1);
 `
 
 // errNoTypeScript says why TypeScript is not served.
-var errNoTypeScript = fmt.Errorf("%w: TypeScript needs node and the typescript module (Debian: node-typescript; or set EXECD_TYPESCRIPT to the module)", errUnsupported)
+var errNoTypeScript = fmt.Errorf("%w: TypeScript needs node and its typescript module: Debian's node-typescript, or EXECD_TYPESCRIPT set to the module", errUnsupported)
 
 // findTypeScript returns the typescript module that node (at node, with
 // env) resolves, as the TypeScript driver loads it.
