@@ -23,10 +23,11 @@ import (
 //go:embed driver.js
 var driverJS []byte
 
-// nodeRunner is the driver of a JavaScript or Java context: node running
-// driver.js (or java running Driver.java), requests as JSON lines on its stdin, events as JSON lines on
-// its file descriptor 3. What the process or its children write to
-// stdout/stderr directly goes to the run in progress.
+// nodeRunner is the driver of a JavaScript, TypeScript or Java context:
+// node running driver.js (or java running Driver.java), requests as JSON
+// lines on its stdin, events as JSON lines on its file descriptor 3. What
+// the process or its children write to stdout/stderr directly goes to the
+// run in progress.
 type nodeRunner struct {
 	id       string
 	cmd      *exec.Cmd
