@@ -43,14 +43,15 @@ server:
 images: deps
 	bash images/build.sh base code-interpreter
 
-# Starts the lifecycle server with the Docker runtime on :8080. The API key
+# Starts the lifecycle server with the Docker runtime on :8080 (SERVER_HOST=… and
+# SERVER_PORT=… listen elsewhere without editing deploy/dev.toml). The API key
 # is taken from OPENSANDBOX_SERVER_API_KEY, or generated once into
 # .opensandbox-dev-key and printed.
 run: deps build images
 	@key=$${OPENSANDBOX_SERVER_API_KEY:-$$(cat .opensandbox-dev-key 2>/dev/null)}; \
 	if [ -z "$$key" ]; then key=$$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n'); echo "$$key" > .opensandbox-dev-key; fi; \
 	echo "API key: $$key   (header OPEN-SANDBOX-API-KEY)"; \
-	OPENSANDBOX_SERVER_API_KEY=$$key $(BIN)/opensandbox-server --config $(CURDIR)/deploy/dev.toml
+	OPENSANDBOX_SERVER_API_KEY=$$key $(BIN)/opensandbox-server --config $(CURDIR)/deploy/dev.toml $(if $(SERVER_HOST),--host $(SERVER_HOST)) $(if $(SERVER_PORT),--port $(SERVER_PORT))
 
 # Runs execd alone in the foreground on :$(EXECD_PORT).
 run-execd: execd

@@ -5,6 +5,7 @@
 # it (chroot), and `docker import` turns the tree into an image.
 #
 #   images/build.sh [--force] [--verbose] IMAGE...   build IMAGE as opensandbox/IMAGE:latest
+#                                                   (also tagged with ALIASES and its recipe hash)
 #   images/build.sh --list                          list the images this script knows
 #   images/build.sh --hash IMAGE                    print IMAGE's recipe hash
 #
@@ -24,6 +25,10 @@ REPO=opensandbox # images are $REPO/<name>
 LABEL_IMAGE=io.opensandbox.image
 LABEL_RECIPE=io.opensandbox.recipe
 IMAGE_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# Every image is also tagged with the versions upstream's documentation and
+# quick starts name (opensandbox/code-interpreter:v1.0.2, ...): there is no
+# registry to pull them from, and these images are what serves them here.
+ALIASES=(v1.0.1 v1.0.2 v1.1.0)
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 
 # ---------------------------------------------------------------- images --
@@ -60,17 +65,22 @@ customize_base() {
 
 # code-interpreter: base plus the runtimes execd's code interpreter drives:
 # Python 3.11 with ipykernel, numpy, pandas and matplotlib (Agg backend),
-# Node.js 18, OpenJDK 17 (jshell), Go 1.19, git and build-essential. Its
-# entrypoint writes the runtimes' variables to execd's env file and keeps
-# the container running.
+# `python` and `pip`, Node.js 18 with TypeScript (tsc), OpenJDK 17 (jshell),
+# Go 1.19, git and build-essential; /workspace, owned by the sandbox user, is
+# the working directory. Its entrypoint refuses a PYTHON_VERSION, JAVA_VERSION,
+# NODE_VERSION or GO_VERSION the image does not have (the versions are also
+# io.opensandbox.versions.* labels, which the server checks at create), writes
+# the runtimes' variables to execd's env file and keeps the container running.
 recipe_code_interpreter() {
 	PARENT=base
 	PACKAGES=(python3-ipykernel python3-numpy python3-pandas python3-matplotlib python3-pil
-		nodejs default-jdk-headless golang-go git build-essential)
+		python-is-python3 python3-pip nodejs node-typescript default-jdk-headless golang-go
+		git build-essential)
 	CHANGES=(
 		'ENV JAVA_HOME=/usr/lib/jvm/default-java'
 		'ENV MPLBACKEND=Agg'
 		'ENV PYTHONUNBUFFERED=1'
+		'WORKDIR /workspace'
 		'CMD ["/opt/opensandbox/code-interpreter.sh"]'
 	)
 	CHECK=$(
@@ -84,6 +94,14 @@ recipe_code_interpreter() {
 			plt.savefig("/tmp/check.png")'
 			test "$(head -c 8 /tmp/check.png | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a
 			test "$(node -e 'console.log(1+1)')" = 2
+			test "$(python -c 'print(6*7)')" = 42
+			pip --version
+			python -m pip --version
+			printf 'const n: number = 40 + 2;\nconsole.log(n);\n' >/tmp/check.ts
+			tsc --outDir /tmp /tmp/check.ts
+			test "$(node /tmp/check.js)" = 42
+			test "$PWD" = /workspace
+			test "$(stat -c %u:%g /workspace)" = 1000:1000
 			jshell --version
 			java -version
 			go version
@@ -92,6 +110,16 @@ recipe_code_interpreter() {
 			EXECD_ENVS=/tmp/check.env timeout 3 /opt/opensandbox/code-interpreter.sh || rc=$?
 			test "$rc" = 124 # still running when timeout stopped it
 			grep -qx MPLBACKEND=Agg /tmp/check.env
+			py=$(python3 -c 'import platform; print(platform.python_version())')
+			grep -qx "python $py" /opt/opensandbox/runtime-versions
+			rc=0
+			PYTHON_VERSION=${py%.*} JAVA_VERSION=17 EXECD_ENVS=/tmp/check2.env timeout 3 /opt/opensandbox/code-interpreter.sh >/tmp/ok.out 2>&1 || rc=$?
+			test "$rc" = 124
+			grep -q "PYTHON_VERSION=${py%.*}: using python $py" /tmp/ok.out
+			rc=0
+			PYTHON_VERSION=2.7 EXECD_ENVS=/tmp/check3.env timeout 3 /opt/opensandbox/code-interpreter.sh 2>/tmp/bad.err || rc=$?
+			test "$rc" = 2
+			grep -q "PYTHON_VERSION=2.7, but this image has python $py" /tmp/bad.err
 		EOF
 	)
 }
@@ -104,15 +132,64 @@ customize_code_interpreter() {
 	else
 		echo 'backend: Agg' >>"$ROOTFS/etc/matplotlibrc"
 	fi
+	# Debian's Python is "externally managed" (PEP 668): pip refuses to
+	# install outside a venv. In a throwaway sandbox, `pip install x` as
+	# upstream's snippets do it should just work; as root it goes to
+	# /usr/local, apart from Debian's packages, as a user to ~/.local.
+	printf '[global]\nbreak-system-packages = true\n' >"$ROOTFS/etc/pip.conf"
+	# The sandbox user's working directory, as in upstream's image.
+	install -d -m 755 -o 1000 -g 1000 "$ROOTFS/workspace"
 	mkdir -p "$ROOTFS/opt/opensandbox" "$ROOTFS/opt/code-interpreter"
 	chmod 755 "$ROOTFS/opt/opensandbox"
 	cat >"$ROOTFS/opt/opensandbox/code-interpreter.sh" <<-'EOF'
 		#!/bin/bash
-		# Entrypoint of opensandbox/code-interpreter: adds the runtimes' variables
-		# to execd's env file ($EXECD_ENVS, default /opt/opensandbox/.env; execd
-		# reads it for every process it starts), then runs the arguments, if
-		# any, or stays up until it gets SIGTERM, SIGINT or SIGHUP.
+		# Entrypoint of opensandbox/code-interpreter. It checks the runtime
+		# versions asked for with PYTHON_VERSION, JAVA_VERSION, NODE_VERSION and
+		# GO_VERSION against those the image has (/opt/opensandbox/runtime-versions)
+		# and exits 2, listing them, if one is missing. Then it adds the
+		# runtimes' variables to execd's env file ($EXECD_ENVS, default
+		# /opt/opensandbox/.env; execd reads it for every process it starts),
+		# and runs the arguments, if any, or stays up until it gets SIGTERM,
+		# SIGINT or SIGHUP.
 		set -u
+		versions_file=/opt/opensandbox/runtime-versions
+		# selects VERSION LIST...: VERSION equals one of LIST or is a dotted
+		# prefix of it (3 and 3.11 select 3.11.2; 3.1 does not), a leading v
+		# ignored (NODE_VERSION=v18). The server applies the same rule to the
+		# image's io.opensandbox.versions.* labels.
+		selects() {
+			local want=$1 v
+			shift
+			want=${want#"${want%%[![:space:]]*}"}
+			want=${want%"${want##*[![:space:]]}"}
+			want=${want#v}
+			[ -n "$want" ] || return 1
+			for v in "$@"; do
+				[ "$v" = "$want" ] && return 0
+				[[ $v == "$want".* ]] && return 0
+			done
+			return 1
+		}
+		missing=()
+		while read -r lang have; do
+			[ -n "$lang" ] || continue
+			var=${lang^^}_VERSION
+			want=${!var:-}
+			[ -n "${want// /}" ] || continue
+			# shellcheck disable=SC2086 # the versions are separated by spaces
+			if selects "$want" $have; then
+				echo "code-interpreter.sh: $var=$want: using $lang $have"
+			else
+				missing+=("$var=$want, but this image has $lang ${have// /, }")
+			fi
+		done <"$versions_file"
+		if [ ${#missing[@]} -gt 0 ]; then
+			for m in "${missing[@]}"; do
+				echo "code-interpreter.sh: runtime version not available: $m" >&2
+			done
+			echo "code-interpreter.sh: available versions: $(tr '\n' ';' <"$versions_file" | sed 's/;$//; s/;/; /g')" >&2
+			exit 2
+		fi
 		env_file=${EXECD_ENVS:-/opt/opensandbox/.env}
 		lines=(
 			'JAVA_HOME=/usr/lib/jvm/default-java'
@@ -141,6 +218,21 @@ customize_code_interpreter() {
 	EOF
 	chmod 755 "$ROOTFS/opt/opensandbox/code-interpreter.sh"
 	ln -sfn ../opensandbox/code-interpreter.sh "$ROOTFS/opt/code-interpreter/code-interpreter.sh"
+
+	# The runtime versions the packages brought, for the entrypoint (a file)
+	# and for the server, which refuses a create asking for another one
+	# before it starts anything (io.opensandbox.versions.<lang> labels).
+	local python java node go lang
+	python=$(in_root python3 -c 'import platform; print(platform.python_version())')
+	java=$(sed -n 's/^JAVA_VERSION="\(.*\)"$/\1/p' "$ROOTFS/usr/lib/jvm/default-java/release")
+	node=$(in_root node -p process.versions.node)
+	go=$(head -n1 "$ROOTFS/usr/lib/go/VERSION")
+	go=${go#go}
+	for lang in python java node go; do
+		[[ ${!lang} =~ ^[0-9]+(\.[0-9]+)*$ ]] || die "cannot tell the $lang version (got '${!lang}')"
+		printf '%s %s\n' "$lang" "${!lang}"
+		CHANGES+=("LABEL io.opensandbox.versions.$lang=${!lang}")
+	done >"$ROOTFS/opt/opensandbox/runtime-versions"
 }
 
 # ------------------------------------------------------------- build steps --
@@ -401,6 +493,21 @@ up_to_date() {
 	return 1
 }
 
+# tag_aliases points the ALIASES tags of $REPO/$NAME at its latest image.
+# One inspect of all the tags tells whether there is anything to do, so the
+# up-to-date check stays fast.
+tag_aliases() {
+	local refs=("$REPO/$NAME:latest") t ids
+	for t in "${ALIASES[@]}"; do refs+=("$REPO/$NAME:$t"); done
+	ids=$(docker image inspect --format '{{.Id}}' "${refs[@]}" 2>/dev/null || true)
+	if [ "$(grep -c . <<<"$ids")" = "${#refs[@]}" ] && [ "$(sort -u <<<"$ids" | wc -l)" = 1 ]; then
+		return 0
+	fi
+	for t in "${ALIASES[@]}"; do
+		docker tag "$REPO/$NAME:latest" "$REPO/$NAME:$t"
+	done
+}
+
 ensure_host_tools() {
 	local need=()
 	command -v debootstrap >/dev/null || need+=(debootstrap)
@@ -437,6 +544,7 @@ build_image() {
 	"recipe_$fn"
 	HASH=$(recipe_hash "$NAME")
 	if [ "$FORCE" != 1 ] && up_to_date; then
+		tag_aliases
 		echo "$REPO/$NAME:latest is up to date (recipe $HASH)"
 		return 0
 	fi
@@ -452,6 +560,7 @@ build_image() {
 	exec 9<"$SELF"
 	flock 9
 	if [ "$FORCE" != 1 ] && up_to_date; then
+		tag_aliases
 		echo "$REPO/$NAME:latest is up to date (recipe $HASH)"
 		return 0
 	fi
@@ -487,6 +596,7 @@ build_image() {
 		die "the new image failed its check: $CHECK"
 	docker tag "$TMP_REF" "$REPO/$NAME:$HASH"
 	docker tag "$TMP_REF" "$REPO/$NAME:latest"
+	tag_aliases
 	docker rmi "$TMP_REF" >/dev/null
 	TMP_REF=
 	# An image that lost all its tags to this build (a --force rebuild of
@@ -494,7 +604,7 @@ build_image() {
 	docker image prune -f --filter "label=$LABEL_IMAGE=$NAME" >/dev/null 2>&1 || true
 	local size
 	size=$(docker image inspect --format '{{.Size}}' "$REPO/$NAME:latest")
-	echo "built $REPO/$NAME:latest = $REPO/$NAME:$HASH ($((size / 1000000)) MB) in ${SECONDS}s"
+	echo "built $REPO/$NAME:latest = $REPO/$NAME:$HASH = ${ALIASES[*]/#/$REPO/$NAME:} ($((size / 1000000)) MB) in ${SECONDS}s"
 }
 
 usage() {

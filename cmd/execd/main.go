@@ -189,9 +189,14 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
 	srv := server.New(server.Config{
 		AccessToken: cfg.accessToken,
 		Logger:      logger,
+		Port:        ln.Addr().(*net.TCPAddr).Port,
 		Commands:    cmds,
 		Sessions:    session.New(session.Options{Env: env, Logger: logger}),
 		Code:        code.New(code.Options{Env: env, Logger: logger}),
@@ -201,10 +206,6 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		Proxy:       proxy.New(proxy.Options{StripHeaders: []string{sandbox.AccessTokenHeader}, Logger: logger}),
 		Isolated:    isolation.New(isolation.Options{Env: env, Logger: logger}),
 	})
-	ln, err := net.Listen("tcp", cfg.addr)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
 	logger.Info("execd listening", "addr", ln.Addr().String(), "auth", cfg.accessToken != "")
 	return srv.Serve(ctx, ln, cfg.grace)
 }

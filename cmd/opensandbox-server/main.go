@@ -3,7 +3,7 @@
 // endpoints, snapshots) over a sandbox runtime (Docker today).
 //
 //	opensandbox-server [--config path] [--insecure]
-//	opensandbox-server init-config [--example docker|k8s] [--force] [path]
+//	opensandbox-server init-config [path] [--example docker|k8s] [--force]
 //
 // It reads ~/.sandbox.toml (or SANDBOX_CONFIG_PATH, or --config); see
 // docs/configuration.md. This package only wires: configuration comes
@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -61,9 +62,13 @@ func run(ctx context.Context, args []string, env func(string) string, stdout io.
 	fs := flag.NewFlagSet("opensandbox-server", flag.ContinueOnError)
 	configPath := fs.String("config", "", "config file (default $"+serverconfig.EnvConfigPath+", else ~/"+serverconfig.DefaultConfigFile+")")
 	insecure := fs.Bool("insecure", false, "allow starting without an API key (also "+serverconfig.EnvInsecure+"=YES)")
+	// --host and --port override [server] host/port, so one config file
+	// (the tracked deploy/dev.toml, say) serves on any address.
+	host := fs.String("host", "", "listen address; overrides [server] host")
+	port := fs.Int("port", 0, "listen port; overrides [server] port")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: opensandbox-server [--config path] [--insecure]")
-		fmt.Fprintln(fs.Output(), "       opensandbox-server init-config [--example docker|k8s] [--force] [path]")
+		fmt.Fprintln(fs.Output(), "usage: opensandbox-server [--config path] [--host addr] [--port n] [--insecure]")
+		fmt.Fprintln(fs.Output(), "       opensandbox-server init-config [path] [--example docker|k8s] [--force]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -79,6 +84,9 @@ func run(ctx context.Context, args []string, env func(string) string, stdout io.
 	cfg, warnings, err := serverconfig.Load(*configPath, env)
 	if err != nil {
 		return 1, err
+	}
+	if err := overrideListen(&cfg, fs, *host, *port); err != nil {
+		return 2, err
 	}
 	logger, closeLog, err := newLogger(cfg.Log)
 	if err != nil {
@@ -99,6 +107,26 @@ func run(ctx context.Context, args []string, env func(string) string, stdout io.
 		return 1, err
 	}
 	return 0, nil
+}
+
+// overrideListen applies the --host and --port flags that were given.
+func overrideListen(cfg *serverconfig.Config, fs *flag.FlagSet, host string, port int) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "host":
+			if host == "" || strings.ContainsAny(host, " \t/") {
+				err = fmt.Errorf("--host %q: want an IP address or host name to listen on", host)
+			}
+			cfg.Server.Host = host
+		case "port":
+			if port < 1 || port > 65535 {
+				err = fmt.Errorf("--port %d: want 1-65535", port)
+			}
+			cfg.Server.Port = port
+		}
+	})
+	return err
 }
 
 // serve builds the store, the runtime and the API from cfg and serves

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -100,6 +102,108 @@ func TestInitConfigPath(t *testing.T) {
 	}
 }
 
+// TestInitConfigFlagsAnywhere: flags go before or after the path, as in
+// upstream's quickstart (init-config ~/.sandbox.toml --example docker).
+func TestInitConfigFlagsAnywhere(t *testing.T) {
+	dir := t.TempDir()
+	env := envOf(map[string]string{"HOME": dir})
+	tests := []struct {
+		name, file string
+		args       []string // the path is appended where "@" stands
+		k8s        bool
+	}{
+		{"path first", "a.toml", []string{"@", "--example", "docker"}, false},
+		{"path first, two flags", "b.toml", []string{"@", "--example", "k8s", "--force"}, true},
+		{"path last", "c.toml", []string{"--example=k8s", "@"}, true},
+		{"path between", "d.toml", []string{"--force", "@", "-example", "k8s"}, true},
+		{"after --", "-e.toml", []string{"--example", "k8s", "--", "@"}, true},
+	}
+	for _, tt := range tests {
+		path := filepath.Join(dir, tt.file)
+		if tt.file[0] == '-' {
+			// A path that looks like a flag can only follow "--".
+			path = tt.file
+			t.Chdir(dir)
+		}
+		args := []string{"init-config"}
+		for _, a := range tt.args {
+			if a == "@" {
+				a = path
+			}
+			args = append(args, a)
+		}
+		var out bytes.Buffer
+		if code, err := run(context.Background(), args, env, &out); code != 0 || err != nil {
+			t.Errorf("%s: run(%q) = %d, %v; want 0, nil", tt.name, args, code, err)
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, tt.file))
+		if err != nil {
+			t.Errorf("%s: run(%q) wrote no %s: %v", tt.name, args, tt.file, err)
+			continue
+		}
+		if got := strings.Contains(string(data), "Kubernetes support is coming"); got != tt.k8s {
+			t.Errorf("%s: run(%q) wrote the k8s example = %v, want %v", tt.name, args, got, tt.k8s)
+		}
+	}
+
+	// "~/" is expanded when the shell did not (a quoted path).
+	var out bytes.Buffer
+	if code, err := run(context.Background(), []string{"init-config", "~/sub/tilde.toml", "--example", "docker"}, env, &out); code != 0 || err != nil {
+		t.Fatalf("run(init-config ~/sub/tilde.toml) = %d, %v", code, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sub", "tilde.toml")); err != nil {
+		t.Errorf("init-config ~/sub/tilde.toml did not write under HOME: %v", err)
+	}
+}
+
+// TestInitConfigTellsWhereTheKeyIs checks the output names the file and
+// table holding the key, and that the command it prints reads it back.
+func TestInitConfigTellsWhereTheKeyIs(t *testing.T) {
+	dir := t.TempDir()
+	env := envOf(map[string]string{"HOME": dir})
+	path := filepath.Join(dir, "with space", "server.toml")
+	var out bytes.Buffer
+	if code, err := run(context.Background(), []string{"init-config", path}, env, &out); code != 0 || err != nil {
+		t.Fatalf("run(init-config) = %d, %v", code, err)
+	}
+	cfg, _, err := serverconfig.Load(path, env)
+	if err != nil {
+		t.Fatalf("Load(written file): %v", err)
+	}
+	text := out.String()
+	for _, w := range []string{"api_key in the [server] table of " + path, serverconfig.EnvAPIKey, "OPEN-SANDBOX-API-KEY", "OPEN_SANDBOX_API_KEY", "--config '" + path + "'"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("init-config output does not contain %q:\n%s", w, text)
+		}
+	}
+	if strings.Contains(text, cfg.Server.APIKey) {
+		t.Errorf("init-config printed the key itself:\n%s", text)
+	}
+	var export string
+	for _, l := range strings.Split(text, "\n") {
+		if s, ok := strings.CutPrefix(strings.TrimSpace(l), "export "); ok {
+			export = s
+		}
+	}
+	if export == "" {
+		t.Fatalf("init-config output has no export line:\n%s", text)
+	}
+	got, err := osexec.Command("sh", "-c", export+` && printf %s "$OPEN_SANDBOX_API_KEY"`).Output()
+	if err != nil || string(got) != cfg.Server.APIKey {
+		t.Errorf("the printed command %q gives %q, %v; want the key in the file", export, got, err)
+	}
+
+	// At the default path the start hint needs no --config.
+	out.Reset()
+	if code, err := run(context.Background(), []string{"init-config"}, env, &out); code != 0 || err != nil {
+		t.Fatalf("run(init-config) = %d, %v", code, err)
+	}
+	if !strings.Contains(out.String(), "start the server with: opensandbox-server\n") {
+		t.Errorf("init-config at the default path:\n%s\nwant a start hint without --config", out.String())
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
 	env := envOf(map[string]string{"HOME": t.TempDir()})
 	for _, args := range [][]string{
@@ -107,6 +211,9 @@ func TestUsageErrors(t *testing.T) {
 		{"serve"},
 		{"init-config", "--example", "nomad"},
 		{"init-config", "a.toml", "b.toml"},
+		{"init-config", "a.toml", "--example", "docker", "b.toml"},
+		{"init-config", "a.toml", "--no-such-flag"},
+		{"init-config", "a.toml", "--example"},
 	} {
 		var out bytes.Buffer
 		if code, err := run(context.Background(), args, env, &out); code != 2 || err == nil {
@@ -268,5 +375,67 @@ func TestFindExecd(t *testing.T) {
 	t.Setenv("PATH", filepath.Join(dir, "empty"))
 	if _, err := findExecd(""); err == nil || !strings.Contains(err.Error(), "execd_path") {
 		t.Errorf("findExecd(\"\") with no execd anywhere: err = %v, want one naming execd_path", err)
+	}
+}
+
+// TestInitConfigDocsOutput keeps the sample output in
+// docs/configuration.md what init-config prints.
+func TestInitConfigDocsOutput(t *testing.T) {
+	page, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const prompt = "$ opensandbox-server init-config ~/.sandbox.toml --example docker\n"
+	_, rest, ok := strings.Cut(string(page), prompt)
+	sample, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatalf("docs/configuration.md has no sample after %q", prompt)
+	}
+	home := t.TempDir()
+	var out bytes.Buffer
+	args := []string{"init-config", filepath.Join(home, ".sandbox.toml"), "--example", "docker"}
+	if code, err := run(context.Background(), args, envOf(map[string]string{"HOME": home}), &out); code != 0 || err != nil {
+		t.Fatalf("run(%q) = %d, %v", args, code, err)
+	}
+	if got := strings.ReplaceAll(out.String(), home, "/home/me"); got != sample {
+		t.Errorf("init-config prints\n%s\ndocs/configuration.md shows\n%s", got, sample)
+	}
+}
+
+func TestListenFlags(t *testing.T) {
+	env := envOf(map[string]string{"HOME": t.TempDir()})
+	for _, args := range [][]string{
+		{"--port", "0"},
+		{"--port", "70000"},
+		{"--port", "http"},
+		{"--host", ""},
+		{"--host", "a b"},
+	} {
+		var out bytes.Buffer
+		if code, err := run(context.Background(), args, env, &out); code != 2 || err == nil {
+			t.Errorf("run(%q) = %d, %v; want 2 and an error", args, code, err)
+		}
+	}
+
+	parse := func(args ...string) serverconfig.Config {
+		t.Helper()
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		host := fs.String("host", "", "")
+		port := fs.Int("port", 0, "")
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		cfg := serverconfig.Defaults(t.TempDir())
+		if err := overrideListen(&cfg, fs, *host, *port); err != nil {
+			t.Fatalf("overrideListen(%q) = %v", args, err)
+		}
+		return cfg
+	}
+	if got := parse("--host", "127.0.0.2", "--port", "9090").Server.Addr(); got != "127.0.0.2:9090" {
+		t.Errorf("--host 127.0.0.2 --port 9090 listens on %s", got)
+	}
+	def := serverconfig.Defaults(t.TempDir()).Server.Addr()
+	if got := parse().Server.Addr(); got != def {
+		t.Errorf("no flags listens on %s, want the config's %s", got, def)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"testing"
@@ -33,15 +34,55 @@ func (s *Spec) Transport(t testing.TB, base http.RoundTripper) http.RoundTripper
 	return &transport{spec: s, t: t, base: base}
 }
 
+// TransportUnder is Transport for the API served under the path prefix (for
+// example "/proxy/44772", where a Docker endpoint puts execd): requests are
+// sent unchanged and matched to the document without the prefix. A request
+// outside the prefix is reported.
+func (s *Spec) TransportUnder(t testing.TB, prefix string, base http.RoundTripper) http.RoundTripper {
+	tr := s.Transport(t, base).(*transport)
+	tr.prefix = strings.TrimSuffix(prefix, "/")
+	return tr
+}
+
 type transport struct {
-	spec *Spec
-	t    testing.TB
-	base http.RoundTripper
+	spec   *Spec
+	t      testing.TB
+	base   http.RoundTripper
+	prefix string // escaped path prefix the API is served under, or ""
+}
+
+// documented is req as the document names it: without the prefix.
+func (tr *transport) documented(req *http.Request) (*http.Request, error) {
+	if tr.prefix == "" {
+		return req, nil
+	}
+	raw := req.URL.EscapedPath()
+	rest, ok := strings.CutPrefix(raw, tr.prefix)
+	if !ok || (rest != "" && rest[0] != '/') {
+		return nil, fmt.Errorf("path %q is not under %s", raw, tr.prefix)
+	}
+	if rest == "" {
+		rest = "/"
+	}
+	u := *req.URL
+	path, err := url.PathUnescape(rest)
+	if err != nil {
+		return nil, fmt.Errorf("path %q: %w", raw, err)
+	}
+	u.Path, u.RawPath = path, rest
+	doc := req.Clone(req.Context())
+	doc.URL = &u
+	return doc, nil
 }
 
 func (tr *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	method, path := req.Method, req.URL.Path
-	route, params, routeErr := tr.spec.findRoute(req)
+	doc, routeErr := tr.documented(req)
+	var route *routers.Route
+	var params map[string]string
+	if routeErr == nil {
+		route, params, routeErr = tr.spec.findRoute(doc)
+	}
 	resp, err := tr.base.RoundTrip(req)
 	if err != nil {
 		if routeErr != nil {
@@ -56,7 +97,7 @@ func (tr *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		report(routeErr)
 		return resp, nil
 	}
-	resp.Body = tr.spec.check(req, route, params, resp.StatusCode, resp.Header, resp.Body, resp.ContentLength, report)
+	resp.Body = tr.spec.check(doc, route, params, resp.StatusCode, resp.Header, resp.Body, resp.ContentLength, report)
 	return resp, nil
 }
 

@@ -571,3 +571,35 @@ func TestCheckResponse(t *testing.T) {
 	}, "without the blank line")
 	check("GET", "/undocumented", func(w http.ResponseWriter, r *http.Request) {}, "path not in")
 }
+
+// TestTransportUnder: an API served under a path prefix (execd behind a
+// Docker endpoint's /proxy/44772) is checked as if at the root.
+func TestTransportUnder(t *testing.T) {
+	cases := []struct {
+		name, path, body string
+		want             []string
+	}{
+		{"checked without the prefix", "/proxy/44772/files/info?path=/w/a.txt", goodFileInfo, nil},
+		{"bad body still reported", "/proxy/44772/files/info?path=/w/a.txt", strings.Replace(goodFileInfo, `"mode":644`, `"mode":"644"`, 1), []string{"mode"}},
+		{"outside the prefix", "/files/info?path=/w/a.txt", goodFileInfo, []string{"not under /proxy/44772"}},
+		{"prefix is whole segments", "/proxy/447720/files/info?path=/w/a.txt", goodFileInfo, []string{"not under /proxy/44772"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			seen := make(chan string, 1)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				seen <- r.URL.Path
+				writeJSON(w, 200, tc.body)
+			}))
+			t.Cleanup(srv.Close)
+			rec := newRecorder(t)
+			client := &http.Client{Transport: execdSpec(t).TransportUnder(rec, "/proxy/44772/", srv.Client().Transport)}
+			do(t, client, "GET", srv.URL+tc.path, "")
+			sent, _, _ := strings.Cut(tc.path, "?")
+			if got := <-seen; got != sent {
+				t.Errorf("server saw path %q, want %q (sent unchanged)", got, sent)
+			}
+			rec.expect(t, tc.want...)
+		})
+	}
+}

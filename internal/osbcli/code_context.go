@@ -1,8 +1,6 @@
 package osbcli
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
@@ -36,21 +34,19 @@ func (a *app) codeContextCreateCommand() *cobra.Command {
 		Example: `  ctx=$(osb code context create 3f2c9a1e-... -l python -w /work)`,
 		Args:    exactArgs(1, "<sandbox-id>"),
 	}
-	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
 	cmd.Flags().StringVarP(&language, "language", "l", "python", "language: python, javascript or bash")
 	cmd.Flags().StringVarP(&cwd, "workdir", "w", "", "working directory of the context")
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
 		ci, err := a.codeInterpreter(cmd, args[0])
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		cc, err := ci.CreateContext(cmd.Context(), language, cwd)
 		if err != nil {
-			return err
+			return view{}, err
 		}
-		return render(a.io.out, *out, view{data: cc, table: func(t *tableWriter) { t.row(cc.ID) }})
-	}
-	return cmd
+		return view{data: cc, table: func(t *tableWriter) { t.row(cc.ID) }}, nil
+	})
 }
 
 func (a *app) codeContextListCommand() *cobra.Command {
@@ -62,20 +58,21 @@ func (a *app) codeContextListCommand() *cobra.Command {
 		Example: `  osb code context list 3f2c9a1e-... [-l python] [-o json]`,
 		Args:    exactArgs(1, "<sandbox-id>"),
 	}
-	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
 	cmd.Flags().StringVarP(&language, "language", "l", "", "only contexts of this language")
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
 		ci, err := a.codeInterpreter(cmd, args[0])
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		ctxs, err := ci.ListContexts(cmd.Context(), language)
 		if err != nil {
-			return err
+			return view{}, err
 		}
-		return render(a.io.out, *out, view{data: ctxs, table: contextTable(ctxs...)})
-	}
-	return cmd
+		if ctxs == nil {
+			ctxs = []sandbox.CodeContext{}
+		}
+		return view{data: ctxs, table: contextTable(ctxs...)}, nil
+	})
 }
 
 func (a *app) codeContextGetCommand() *cobra.Command {
@@ -85,19 +82,17 @@ func (a *app) codeContextGetCommand() *cobra.Command {
 		Example: `  osb code context get 3f2c9a1e-... "$ctx" -o json`,
 		Args:    exactArgs(2, "<sandbox-id> <context-id>"),
 	}
-	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
 		ci, err := a.codeInterpreter(cmd, args[0])
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		cc, err := ci.GetContext(cmd.Context(), args[1])
 		if err != nil {
-			return err
+			return view{}, err
 		}
-		return render(a.io.out, *out, view{data: cc, table: contextTable(cc)})
-	}
-	return cmd
+		return view{data: cc, table: contextTable(cc)}, nil
+	})
 }
 
 func (a *app) codeContextDeleteCommand() *cobra.Command {
@@ -111,24 +106,33 @@ func (a *app) codeContextDeleteCommand() *cobra.Command {
 		Args: minArgs(1, "<sandbox-id> [<context-id>...]"),
 	}
 	cmd.Flags().StringVarP(&language, "language", "l", "", "delete every context of this language")
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
 		if (language == "") == (len(args) == 1) {
-			return usagef("give context ids or --language, not both and not neither")
+			return view{}, usagef("give context ids or --language, not both and not neither")
 		}
 		ci, err := a.codeInterpreter(cmd, args[0])
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		if language != "" {
-			return ci.DeleteContexts(cmd.Context(), language)
+			if err := ci.DeleteContexts(cmd.Context(), language); err != nil {
+				return view{}, err
+			}
+			data := map[string]string{"sandboxId": args[0], "language": language, "status": "deleted"}
+			return view{data: data, table: func(*tableWriter) {}}, nil
 		}
+		deleted := []commandAction{}
+		v := view{data: &deleted, table: func(t *tableWriter) {
+			for _, d := range deleted {
+				t.row(d.ID)
+			}
+		}}
 		for _, id := range args[1:] {
 			if err := ci.DeleteContext(cmd.Context(), id); err != nil {
-				return err
+				return v, err
 			}
-			fmt.Fprintln(a.io.out, id)
+			deleted = append(deleted, commandAction{SandboxID: args[0], ID: id, Status: "deleted"})
 		}
-		return nil
-	}
-	return cmd
+		return v, nil
+	})
 }

@@ -24,7 +24,11 @@ streamed as they come; results are printed as text, images as
 its traceback and "ename: evalue" go to stderr and osb exits 1.
 
 Without --context the code runs in the default context of --language, which
-keeps its state between calls like any other context.`,
+keeps its state between calls like any other context.
+
+-o json and yaml print the finished run as one document: {sandboxId,
+context_id, execution_count, stdout, stderr, results (MIME bundles, images
+base64), error, execution_time}; a raise still exits 1.`,
 		Example: `  echo '2 + 2' | osb code run 3f2c9a1e-...
   osb code run 3f2c9a1e-... analysis.py --save-images ./plots
   ctx=$(osb code context create 3f2c9a1e-... -l python)
@@ -42,7 +46,7 @@ keeps its state between calls like any other context.`,
 	f.StringVarP(&language, "language", "l", "python", "language of the default context: python, javascript or bash (ignored with --context)")
 	f.StringVarP(&contextID, "context", "c", "", "context id to run in (from osb code context create)")
 	f.StringVar(&saveImages, "save-images", "", "write image results into this directory instead of summarising them")
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.streams(cmd, formatTable, func(cmd *cobra.Command, args []string, format string) error {
 		code, err := a.readCode(args[1:])
 		if err != nil {
 			return err
@@ -74,6 +78,16 @@ keeps its state between calls like any other context.`,
 				}
 			},
 		}
+		if structured(format) {
+			// The output comes at the end, as one document.
+			h.OnStdout, h.OnStderr = nil, nil
+			h.OnResult = func(r sandbox.Result) {
+				nres++
+				if err := a.saveImage(r, saveImages, fmt.Sprintf("%s-%d-%d", safeName(ctxID), count, nres)); err != nil && werr == nil {
+					werr = err
+				}
+			}
+		}
 		ex, err := ci.Run(cmd.Context(), code, sandbox.CodeRunOptions{ContextID: contextID, Language: language, Handlers: h})
 		if err != nil {
 			return err
@@ -81,13 +95,66 @@ keeps its state between calls like any other context.`,
 		if werr != nil {
 			return werr
 		}
+		if structured(format) {
+			if err := render(a.io.out, format, view{data: newCodeResult(args[0], ex)}); err != nil {
+				return err
+			}
+			if ex.Error != nil {
+				return exitCodeError(1)
+			}
+			return nil
+		}
 		if ex.Error != nil {
 			writeCodeError(a.io.err, *ex.Error, a.settings.Color && a.stderrIsTerminal())
 			return exitCodeError(1)
 		}
 		return nil
+	})
+}
+
+// codeResult is a finished code run as json and yaml print it, in
+// execd's names; results are the MIME bundles (images base64).
+type codeResult struct {
+	SandboxID      string               `json:"sandboxId"`
+	ContextID      string               `json:"context_id"`
+	ExecutionCount int                  `json:"execution_count,omitempty"`
+	Stdout         string               `json:"stdout"`
+	Stderr         string               `json:"stderr"`
+	Results        []map[string]any     `json:"results"`
+	Error          *sandbox.StreamError `json:"error,omitempty"`
+	ExecutionTime  int64                `json:"execution_time,omitempty"` // milliseconds
+}
+
+func newCodeResult(sandboxID string, ex *sandbox.CodeExecution) codeResult {
+	r := codeResult{
+		SandboxID: sandboxID, ContextID: ex.ContextID, ExecutionCount: ex.ExecutionCount,
+		Results: []map[string]any{}, Error: ex.Error, ExecutionTime: ex.Elapsed.Milliseconds(),
 	}
-	return cmd
+	var out, errb strings.Builder
+	for _, l := range ex.Stdout {
+		out.WriteString(l.Text)
+	}
+	for _, l := range ex.Stderr {
+		errb.WriteString(l.Text)
+	}
+	r.Stdout, r.Stderr = out.String(), errb.String()
+	for _, res := range ex.Results {
+		r.Results = append(r.Results, res.Data)
+	}
+	return r
+}
+
+// saveImage writes a PNG result into dir as name.png; without dir, or
+// for other results, it does nothing.
+func (a *app) saveImage(r sandbox.Result, dir, name string) error {
+	png, ok := r.PNG()
+	if !ok || dir == "" {
+		return nil
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		return fmt.Errorf("save image: %w", err)
+	}
+	return nil
 }
 
 // readCode reads the code from the file named in args, or from stdin when
@@ -151,21 +218,19 @@ func safeName(s string) string {
 }
 
 func (a *app) codeInterruptCommand() *cobra.Command {
-	return &cobra.Command{
+	return a.result(&cobra.Command{
 		Use:     "interrupt <sandbox-id> <context-id>",
 		Short:   "Interrupt the code running in a context (the context keeps its state)",
-		Example: `  osb code interrupt 3f2c9a1e-... "$ctx"`,
+		Example: `  osb code interrupt 3f2c9a1e-... "$ctx" [-o json]`,
 		Args:    exactArgs(2, "<sandbox-id> <context-id>"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ci, err := a.codeInterpreter(cmd, args[0])
-			if err != nil {
-				return err
-			}
-			if err := ci.Interrupt(cmd.Context(), args[1]); err != nil {
-				return err
-			}
-			fmt.Fprintln(a.io.out, args[1])
-			return nil
-		},
-	}
+	}, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
+		ci, err := a.codeInterpreter(cmd, args[0])
+		if err != nil {
+			return view{}, err
+		}
+		if err := ci.Interrupt(cmd.Context(), args[1]); err != nil {
+			return view{}, err
+		}
+		return actionView(commandAction{SandboxID: args[0], ID: args[1], Status: "interrupted"}, args[1]), nil
+	})
 }

@@ -86,6 +86,22 @@ func TestCodeRun(t *testing.T) {
 		t.Errorf("osb code run (raise): exit %d, stdout %q, stderr %q; want exit 1 and the traceback without colour", code, out, errs)
 	}
 
+	// -o json: the whole run as one document; a raise still exits 1.
+	code, out, errs = runOSBIn(t, "plot", env, "code", "run", "ci-1", "-o", "json")
+	var res codeResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || errs != "" {
+		t.Fatalf("osb code run -o json: exit %d, %q (%v), stderr %q", code, out, err, errs)
+	}
+	if res.ContextID != "ctx/1" || res.ExecutionCount != 2 || res.Stdout != "drawing\n" || res.Stderr != "warn\n" ||
+		len(res.Results) != 3 || res.Results[1]["text"] != "4" || res.Results[0]["image/png"] != "iVBORw0KGgo=" || res.Error != nil {
+		t.Errorf("osb code run -o json = %+v", res)
+	}
+	code, out, _ = runOSBIn(t, "raise", env, "code", "run", "ci-1", "-o", "json")
+	res = codeResult{}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 1 || res.Error == nil || res.Error.Name != "ZeroDivisionError" {
+		t.Errorf("osb code run -o json (raise): exit %d, %q (%v); want exit 1 and the error in the document", code, out, err)
+	}
+
 	if code, _, errs := runOSBIn(t, " \n", env, "code", "run", "ci-1"); code != 2 || !strings.Contains(errs, "no code") {
 		t.Errorf("osb code run (empty stdin): exit %d, stderr %q; want a usage error", code, errs)
 	}

@@ -13,7 +13,7 @@ import (
 func (a *app) commandCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "command",
-		Aliases: []string{"cmd", "exec"},
+		Aliases: []string{"cmd"},
 		Short:   "Run commands in a sandbox",
 	}
 	cmd.AddCommand(
@@ -23,6 +23,16 @@ func (a *app) commandCommand() *cobra.Command {
 		a.commandInterruptCommand(),
 		a.commandSessionCommand(),
 	)
+	return cmd
+}
+
+// execCommand is upstream's `osb exec`: command run at the top level.
+func (a *app) execCommand() *cobra.Command {
+	cmd := a.commandRunCommand()
+	cmd.Use = "exec <sandbox-id> -- <command>..."
+	cmd.Short = "Run a command (shortcut for osb command run)"
+	cmd.Example = `  osb exec 3f2c9a1e-... -- echo "hello world"
+  osb exec 3f2c9a1e-... -o json -- python3 -c 'print(1+1)'`
 	return cmd
 }
 

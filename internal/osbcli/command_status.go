@@ -13,18 +13,17 @@ func (a *app) commandStatusCommand() *cobra.Command {
 		Example: `  osb command status 3f2c9a1e-... 1a2b3c -o json`,
 		Args:    exactArgs(2, "<sandbox-id> <command-id>"),
 	}
-	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
 		ctx := cmd.Context()
 		sb, err := a.connect(ctx, args[0])
 		if err != nil {
-			return notFoundHint(err, args[0])
+			return view{}, notFoundHint(err, args[0])
 		}
 		st, err := sb.CommandStatus(ctx, args[1])
 		if err != nil {
-			return err
+			return view{}, err
 		}
-		return render(a.io.out, *out, view{data: st, table: func(t *tableWriter) {
+		return view{data: st, table: func(t *tableWriter) {
 			t.row("ID", st.ID)
 			t.row("COMMAND", dash(st.Content))
 			t.row("RUNNING", strconv.FormatBool(st.Running))
@@ -38,7 +37,6 @@ func (a *app) commandStatusCommand() *cobra.Command {
 			}
 			t.row("STARTED", fmtTime(&st.StartedAt))
 			t.row("FINISHED", fmtTime(st.FinishedAt))
-		}})
-	}
-	return cmd
+		}}, nil
+	})
 }

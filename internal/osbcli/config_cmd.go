@@ -33,20 +33,18 @@ func (a *app) configInitCommand() *cobra.Command {
 		Annotations: map[string]string{"config": "lenient"},
 	}
 	cmd.Flags().BoolVarP(&force, "force", "f", false, "overwrite an existing file")
-	cmd.RunE = func(*cobra.Command, []string) error {
+	return a.result(cmd, formatTable, func(*cobra.Command, []string) (view, error) {
 		path := a.configPath()
 		if _, err := os.Stat(path); err == nil && !force {
-			return withHint(fmt.Errorf("config init: %s already exists", path), "overwrite it with: osb config init --force")
+			return view{}, withHint(fmt.Errorf("config init: %s already exists", path), "overwrite it with: osb config init --force")
 		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("config init: %w", err)
+			return view{}, fmt.Errorf("config init: %w", err)
 		}
 		if err := writeConfigBytes(path, []byte(configTemplate)); err != nil {
-			return fmt.Errorf("config init: %w", err)
+			return view{}, fmt.Errorf("config init: %w", err)
 		}
-		fmt.Fprintln(a.io.out, path)
-		return nil
-	}
-	return cmd
+		return actionView(map[string]string{"path": path, "status": "created"}, path), nil
+	})
 }
 
 func (a *app) configShowCommand() *cobra.Command {
@@ -58,9 +56,8 @@ func (a *app) configShowCommand() *cobra.Command {
   OPEN_SANDBOX_DOMAIN=sandbox.internal:8080 osb config show -o json`,
 		Args: exactArgs(0, "none"),
 	}
-	out := outputFlag(cmd, formatTable, formatJSON, formatYAML)
 	cmd.Flags().BoolVar(&showSecrets, "show-secrets", false, "print the API key instead of a masked form")
-	cmd.RunE = func(*cobra.Command, []string) error {
+	return a.result(cmd, formatTable, func(*cobra.Command, []string) (view, error) {
 		s := a.settings
 		type entry struct {
 			Key    string `json:"key"`
@@ -76,16 +73,15 @@ func (a *app) configShowCommand() *cobra.Command {
 			entries = append(entries, entry{Key: k.name, Value: v, Source: s.sources[k.name]})
 		}
 		data := map[string]any{"path": s.path, "settings": entries}
-		return render(a.io.out, *out, view{data: data, table: func(t *tableWriter) {
+		return view{data: data, table: func(t *tableWriter) {
 			t.row("KEY", "VALUE", "SOURCE")
 			for _, e := range entries {
 				t.row(e.Key, dash(e.Value), e.Source)
 			}
 			t.row("")
 			t.row("config file: " + s.path)
-		}})
-	}
-	return cmd
+		}}, nil
+	})
 }
 
 // maskSecret keeps the last four characters of a secret.
@@ -100,7 +96,7 @@ func maskSecret(s string) string {
 }
 
 func (a *app) configSetCommand() *cobra.Command {
-	return &cobra.Command{
+	return a.result(&cobra.Command{
 		Use:   "set <key> <value>",
 		Short: "Set one key in the config file (checked before it is written)",
 		Long: "Sets one key in the config file, creating it (mode 0600) when needed.\n\nKeys:\n" + func() string {
@@ -115,14 +111,19 @@ func (a *app) configSetCommand() *cobra.Command {
   osb config set output.color false`,
 		Args:        exactArgs(2, "<key> <value>"),
 		Annotations: map[string]string{"config": "lenient"},
-		RunE: func(_ *cobra.Command, args []string) error {
-			path := a.configPath()
-			k, err := setConfigValue(path, args[0], args[1])
-			if err != nil {
-				return withHint(fmt.Errorf("config set: %w", err), "see the keys with: osb config set --help")
-			}
-			fmt.Fprintf(a.io.out, "%s set in %s\n", k.name, path)
-			return nil
-		},
-	}
+	}, formatTable, func(_ *cobra.Command, args []string) (view, error) {
+		path := a.configPath()
+		k, err := setConfigValue(path, args[0], args[1])
+		if err != nil {
+			return view{}, withHint(fmt.Errorf("config set: %w", err), "see the keys with: osb config set --help")
+		}
+		value := args[1]
+		if k.name == "connection.api_key" {
+			value = maskSecret(value)
+		}
+		data := map[string]string{"key": k.name, "value": value, "path": path}
+		return view{data: data, table: func(t *tableWriter) {
+			t.row(k.name + " set in " + path)
+		}}, nil
+	})
 }

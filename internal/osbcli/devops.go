@@ -53,29 +53,32 @@ func (a *app) devopsCommand() *cobra.Command {
 	return cmd
 }
 
-// devopsText builds a subcommand that prints one plain-text report.
+// devopsText builds a subcommand that prints one plain-text report: as
+// it is in table and raw, as {sandboxId, kind, content} in json and yaml.
 func (a *app) devopsText(name, short, example string, get func(*sandbox.Client, *cobra.Command, string) (string, error)) *cobra.Command {
-	return &cobra.Command{
+	return a.result(&cobra.Command{
 		Use:     name + " <sandbox-id>",
 		Short:   short,
 		Example: example,
 		Args:    exactArgs(1, "<sandbox-id>"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.sdk()
-			if err != nil {
-				return err
-			}
-			text, err := get(c, cmd, args[0])
-			if err != nil {
-				return notFoundHint(err, args[0])
-			}
-			if _, err := io.WriteString(a.io.out, text); err != nil {
+	}, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
+		c, err := a.sdk()
+		if err != nil {
+			return view{}, err
+		}
+		text, err := get(c, cmd, args[0])
+		if err != nil {
+			return view{}, notFoundHint(err, args[0])
+		}
+		data := map[string]string{"sandboxId": args[0], "kind": name, "content": text}
+		return textView(data, func(w io.Writer) error {
+			if _, err := io.WriteString(w, text); err != nil {
 				return err
 			}
 			if text != "" && !strings.HasSuffix(text, "\n") {
-				fmt.Fprintln(a.io.out)
+				_, err = fmt.Fprintln(w)
 			}
-			return nil
-		},
-	}
+			return err
+		}), nil
+	})
 }

@@ -49,26 +49,25 @@ server's JSON as is.`,
 		Example: "  osb diagnostics " + kind + " 3f2c9a1e-... --scope container",
 		Args:    exactArgs(1, "<sandbox-id>"),
 	}
-	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
 	cmd.Flags().StringVarP(&scope, "scope", "s", "", "what to describe: container or all (required)")
 	_ = cmd.MarkFlagRequired("scope")
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
 		c, err := a.sdk()
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		// The SDK wraps only the legacy plain-text form; the scoped form
 		// is one GET.
 		u := c.BaseURL() + "/sandboxes/" + url.PathEscape(args[0]) + "/diagnostics/" + kind + "?scope=" + url.QueryEscape(scope)
 		raw, err := a.getJSON(cmd, u)
 		if err != nil {
-			return notFoundHint(fmt.Errorf("diagnostics %s of sandbox %s: %w", kind, args[0], err), args[0])
+			return view{}, notFoundHint(fmt.Errorf("diagnostics %s of sandbox %s: %w", kind, args[0], err), args[0])
 		}
 		var d diagnosticContent
 		if err := json.Unmarshal(raw, &d); err != nil {
-			return fmt.Errorf("diagnostics %s of sandbox %s: decode reply: %w", kind, args[0], err)
+			return view{}, fmt.Errorf("diagnostics %s of sandbox %s: decode reply: %w", kind, args[0], err)
 		}
-		return render(a.io.out, *out, view{data: d, raw: raw, text: func(w io.Writer) error {
+		return view{data: d, raw: raw, text: func(w io.Writer) error {
 			if d.Content == "" && d.ContentURL != "" {
 				_, err := fmt.Fprintln(w, d.ContentURL)
 				return err
@@ -78,9 +77,8 @@ server's JSON as is.`,
 				fmt.Fprintln(a.io.err, "osb: note: the server truncated this content (newest part kept)")
 			}
 			return err
-		}})
-	}
-	return cmd
+		}}, nil
+	})
 }
 
 // getJSON sends an authenticated GET to the lifecycle server and returns

@@ -36,19 +36,17 @@ with a network policy (osb sandbox create --network-policy-file) have one.`,
 // the -o format.
 func (a *app) sidecarView(cmd *cobra.Command, hint func(error, string) error,
 	fetch func(ctx context.Context, c *sandbox.Client, args []string) (view, error)) *cobra.Command {
-	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
 		c, err := a.sdk()
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		v, err := fetch(cmd.Context(), c, args)
 		if err != nil {
-			return hint(err, args[0])
+			return view{}, hint(err, args[0])
 		}
-		return render(a.io.out, *out, v)
-	}
-	return cmd
+		return v, nil
+	})
 }
 
 // egressHint adds what to do next to errors of the egress sidecar.

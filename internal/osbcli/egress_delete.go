@@ -11,17 +11,15 @@ func (a *app) egressDeleteCommand() *cobra.Command {
 		Example: "  osb egress delete 3f2c9a1e-... pypi.org '*.example.com'",
 		Args:    minArgs(2, "<sandbox-id> <target>..."),
 	}
-	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
 		c, err := a.sdk()
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		st, err := c.Egress(args[0]).DeletePolicyRules(cmd.Context(), args[1:])
 		if err != nil {
-			return egressHint(err, args[0])
+			return view{}, egressHint(err, args[0])
 		}
-		return render(a.io.out, *out, policyView(st))
-	}
-	return cmd
+		return policyView(st), nil
+	})
 }

@@ -13,24 +13,22 @@ rules with the same target. The default action is kept.`,
 		Args:    exactArgs(1, "<sandbox-id>"),
 	}
 	cmd.Flags().StringArrayVar(&rules, "rule", nil, "ACTION=TARGET, action allow or deny (repeatable, at least one)")
-	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
 		if len(rules) == 0 {
-			return usagef("no rules: give --rule ACTION=TARGET at least once")
+			return view{}, usagef("no rules: give --rule ACTION=TARGET at least once")
 		}
 		parsed, err := parseRules(rules)
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		c, err := a.sdk()
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		st, err := c.Egress(args[0]).PatchPolicy(cmd.Context(), parsed)
 		if err != nil {
-			return egressHint(err, args[0])
+			return view{}, egressHint(err, args[0])
 		}
-		return render(a.io.out, *out, policyView(st))
-	}
-	return cmd
+		return policyView(st), nil
+	})
 }

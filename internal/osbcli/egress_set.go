@@ -19,24 +19,22 @@ An empty policy ({}) denies everything.`,
 		Args:    exactArgs(1, "<sandbox-id>"),
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", `policy file (JSON or YAML, "-" for stdin; required)`)
-	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
 		if file == "" {
-			return usagef("no policy: give --file <path> (or - for stdin)")
+			return view{}, usagef("no policy: give --file <path> (or - for stdin)")
 		}
 		var p sandbox.NetworkPolicy
 		if err := a.readStructured(file, &p); err != nil {
-			return err
+			return view{}, err
 		}
 		c, err := a.sdk()
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		st, err := c.Egress(args[0]).SetPolicy(cmd.Context(), &p)
 		if err != nil {
-			return egressHint(err, args[0])
+			return view{}, egressHint(err, args[0])
 		}
-		return render(a.io.out, *out, policyView(st))
-	}
-	return cmd
+		return policyView(st), nil
+	})
 }

@@ -71,26 +71,24 @@ func (a *app) vaultCreateCommand() *cobra.Command {
 		Args:    exactArgs(1, "<sandbox-id>"),
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", `vault file (JSON or YAML, "-" for stdin; required)`)
-	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
 		if file == "" {
-			return usagef("no vault: give --file <path> (or - for stdin)")
+			return view{}, usagef("no vault: give --file <path> (or - for stdin)")
 		}
 		var req sandbox.CreateCredentialVaultRequest
 		if err := a.readStructured(file, &req); err != nil {
-			return err
+			return view{}, err
 		}
 		c, err := a.sdk()
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		st, err := c.CredentialVault(args[0]).Create(cmd.Context(), req)
 		if err != nil {
-			return vaultHint(err, args[0])
+			return view{}, vaultHint(err, args[0])
 		}
-		return render(a.io.out, *out, vaultView(st))
-	}
-	return cmd
+		return vaultView(st), nil
+	})
 }
 
 func (a *app) vaultPatchCommand() *cobra.Command {
@@ -110,29 +108,27 @@ func (a *app) vaultPatchCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", `patch file (JSON or YAML, "-" for stdin; required)`)
 	cmd.Flags().Int64Var(&revision, "expected-revision", 0, "fail unless the vault is at this revision (overrides expectedRevision in the file)")
-	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
 		if file == "" {
-			return usagef("no patch: give --file <path> (or - for stdin)")
+			return view{}, usagef("no patch: give --file <path> (or - for stdin)")
 		}
 		var req sandbox.PatchCredentialVaultRequest
 		if err := a.readStructured(file, &req); err != nil {
-			return err
+			return view{}, err
 		}
 		if cmd.Flags().Changed("expected-revision") {
 			req.ExpectedRevision = &revision
 		}
 		c, err := a.sdk()
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		st, err := c.CredentialVault(args[0]).Patch(cmd.Context(), req)
 		if err != nil {
-			return vaultHint(err, args[0])
+			return view{}, vaultHint(err, args[0])
 		}
-		return render(a.io.out, *out, vaultView(st))
-	}
-	return cmd
+		return vaultView(st), nil
+	})
 }
 
 func (a *app) vaultGetCommand() *cobra.Command {
@@ -151,24 +147,25 @@ func (a *app) vaultGetCommand() *cobra.Command {
 }
 
 func (a *app) vaultDeleteCommand() *cobra.Command {
-	return &cobra.Command{
+	return a.result(&cobra.Command{
 		Use:     "delete <sandbox-id>",
 		Aliases: []string{"rm"},
 		Short:   "Delete the vault; requests get no credentials afterwards",
-		Example: "  osb credential-vault delete 3f2c9a1e-...",
+		Example: "  osb credential-vault delete 3f2c9a1e-... [-o json]",
 		Args:    exactArgs(1, "<sandbox-id>"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.sdk()
-			if err != nil {
-				return err
-			}
-			if err := c.CredentialVault(args[0]).Delete(cmd.Context()); err != nil {
-				return vaultHint(err, args[0])
-			}
-			fmt.Fprintf(a.io.out, "deleted the credential vault of %s\n", args[0])
-			return nil
-		},
-	}
+	}, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
+		c, err := a.sdk()
+		if err != nil {
+			return view{}, err
+		}
+		if err := c.CredentialVault(args[0]).Delete(cmd.Context()); err != nil {
+			return view{}, vaultHint(err, args[0])
+		}
+		data := map[string]string{"sandboxId": args[0], "status": "deleted"}
+		return view{data: data, table: func(t *tableWriter) {
+			t.row("deleted the credential vault of " + args[0])
+		}}, nil
+	})
 }
 
 // vaultView prints a vault state: its revision, credentials and bindings.

@@ -14,20 +14,20 @@ func (a *app) fileChmodCommand() *cobra.Command {
 	}
 	own.add(cmd, "permission bits in octal, e.g. 755 (required)")
 	_ = cmd.MarkFlagRequired("mode")
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
 		ctx := cmd.Context()
 		p, err := own.permission()
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		sb, err := a.connect(ctx, args[0])
 		if err != nil {
-			return notFoundHint(err, args[0])
+			return view{}, notFoundHint(err, args[0])
 		}
 		if err := sb.Chmod(ctx, args[1], p); err != nil {
-			return err
+			return view{}, err
 		}
-		return nil
-	}
-	return cmd
+		r := fileAction{SandboxID: args[0], Path: args[1], Mode: p.Mode, Owner: p.Owner, Group: p.Group, Status: "changed"}
+		return fileActionView(r, "changed "+args[1]), nil
+	})
 }

@@ -13,19 +13,18 @@ func (a *app) fileInfoCommand() *cobra.Command {
 		Example: `  osb file info 3f2c9a1e-... /etc/passwd /tmp -o json`,
 		Args:    minArgs(2, "<sandbox-id> <path>..."),
 	}
-	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
 		ctx := cmd.Context()
 		sb, err := a.connect(ctx, args[0])
 		if err != nil {
-			return notFoundHint(err, args[0])
+			return view{}, notFoundHint(err, args[0])
 		}
 		infos, err := sb.Stat(ctx, args[1:]...)
 		if err != nil {
-			return err
+			return view{}, err
 		}
-		if *out == formatJSON || *out == formatYAML || *out == formatRaw {
-			return render(a.io.out, *out, view{data: infos})
+		if outputFormat(cmd) != formatTable {
+			return view{data: infos}, nil
 		}
 		list := make([]sandbox.FileInfo, 0, len(infos))
 		for _, p := range args[1:] {
@@ -36,7 +35,6 @@ func (a *app) fileInfoCommand() *cobra.Command {
 				list = append(list, fi)
 			}
 		}
-		return render(a.io.out, *out, filesView(list))
-	}
-	return cmd
+		return filesView(list), nil
+	})
 }

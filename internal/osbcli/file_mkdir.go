@@ -1,6 +1,8 @@
 package osbcli
 
 import (
+	"strings"
+
 	"github.com/spf13/cobra"
 )
 
@@ -13,22 +15,22 @@ func (a *app) fileMkdirCommand() *cobra.Command {
 		Args:    minArgs(2, "<sandbox-id> <path>..."),
 	}
 	own.add(cmd, "permission bits in octal (default 755)")
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
 		ctx := cmd.Context()
 		p, err := own.permission()
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		sb, err := a.connect(ctx, args[0])
 		if err != nil {
-			return notFoundHint(err, args[0])
+			return view{}, notFoundHint(err, args[0])
 		}
 		for _, dir := range args[1:] {
 			if err := sb.Mkdir(ctx, dir, p); err != nil {
-				return err
+				return view{}, err
 			}
 		}
-		return nil
-	}
-	return cmd
+		r := fileAction{SandboxID: args[0], Paths: args[1:], Mode: p.Mode, Owner: p.Owner, Group: p.Group, Status: "created"}
+		return fileActionView(r, "created "+strings.Join(args[1:], " ")), nil
+	})
 }

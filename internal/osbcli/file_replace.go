@@ -14,27 +14,25 @@ func (a *app) fileReplaceCommand() *cobra.Command {
 		Example: `  osb file replace 3f2c9a1e-... /etc/app.conf --old 'debug=false' --new 'debug=true'`,
 		Args:    exactArgs(2, "<sandbox-id> <path>"),
 	}
-	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
 	cmd.Flags().StringVar(&old, "old", "", "text to replace (required)")
 	cmd.Flags().StringVar(&repl, "new", "", "replacement text")
 	_ = cmd.MarkFlagRequired("old")
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
 		ctx := cmd.Context()
 		if old == "" {
-			return usagef("--old must not be empty")
+			return view{}, usagef("--old must not be empty")
 		}
 		sb, err := a.connect(ctx, args[0])
 		if err != nil {
-			return notFoundHint(err, args[0])
+			return view{}, notFoundHint(err, args[0])
 		}
 		n, err := sb.Replace(ctx, args[1], old, repl)
 		if err != nil {
-			return err
+			return view{}, err
 		}
-		data := map[string]any{"path": args[1], "replacedCount": n}
-		return render(a.io.out, *out, view{data: data, table: func(t *tableWriter) {
+		data := map[string]any{"sandboxId": args[0], "path": args[1], "replacedCount": n}
+		return view{data: data, table: func(t *tableWriter) {
 			t.row(fmt.Sprintf("%d replaced", n))
-		}})
-	}
-	return cmd
+		}}, nil
+	})
 }

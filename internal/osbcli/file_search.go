@@ -12,20 +12,18 @@ func (a *app) fileSearchCommand() *cobra.Command {
 		Example: `  osb file search 3f2c9a1e-... /work -p '*.py'`,
 		Args:    exactArgs(2, "<sandbox-id> <dir>"),
 	}
-	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
 	cmd.Flags().StringVarP(&pattern, "pattern", "p", "", "glob pattern (required)")
 	_ = cmd.MarkFlagRequired("pattern")
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
 		ctx := cmd.Context()
 		sb, err := a.connect(ctx, args[0])
 		if err != nil {
-			return notFoundHint(err, args[0])
+			return view{}, notFoundHint(err, args[0])
 		}
 		files, err := sb.Search(ctx, args[1], pattern)
 		if err != nil {
-			return err
+			return view{}, err
 		}
-		return render(a.io.out, *out, filesView(files))
-	}
-	return cmd
+		return filesView(files), nil
+	})
 }

@@ -19,38 +19,39 @@ func (a *app) fileUploadCommand() *cobra.Command {
 		Args:    exactArgs(3, "<sandbox-id> <local-path> <remote-path>"),
 	}
 	own.add(cmd, "permission bits in octal (default: the local file's)")
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
 		ctx := cmd.Context()
 		p, err := own.permission()
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		f, err := os.Open(args[1])
 		if err != nil {
-			return fmt.Errorf("upload: %w", err)
+			return view{}, fmt.Errorf("upload: %w", err)
 		}
 		defer f.Close()
 		st, err := f.Stat()
 		if err != nil {
-			return fmt.Errorf("upload: %w", err)
+			return view{}, fmt.Errorf("upload: %w", err)
 		}
 		if st.IsDir() {
-			return usagef("upload: %s is a directory; upload files one by one (or a tar archive)", args[1])
+			return view{}, usagef("upload: %s is a directory; upload files one by one (or a tar archive)", args[1])
 		}
 		if p.Mode == 0 {
 			p.Mode, _ = strconv.Atoi(strconv.FormatUint(uint64(st.Mode().Perm()), 8))
 		}
 		sb, err := a.connect(ctx, args[0])
 		if err != nil {
-			return notFoundHint(err, args[0])
+			return view{}, notFoundHint(err, args[0])
 		}
 		sp := a.spin("uploading " + args[1])
 		err = sb.Upload(ctx, args[2], f, sandbox.WriteOptions{Mode: p.Mode, Owner: p.Owner, Group: p.Group})
 		sp.Stop()
 		if err != nil {
-			return err
+			return view{}, err
 		}
-		return nil
-	}
-	return cmd
+		size := st.Size()
+		r := fileAction{SandboxID: args[0], LocalPath: args[1], Path: args[2], Size: &size, Mode: p.Mode, Owner: p.Owner, Group: p.Group, Status: "uploaded"}
+		return fileActionView(r, fmt.Sprintf("uploaded %d bytes to %s", size, args[2])), nil
+	})
 }

@@ -1,7 +1,7 @@
 package osbcli
 
 import (
-	"io"
+	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -23,24 +23,24 @@ func (a *app) fileWriteCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&content, "content", "c", "", "file content (default: read stdin)")
 	own.add(cmd, "permission bits in octal, e.g. 644 (default 644)")
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
 		ctx := cmd.Context()
 		p, err := own.permission()
 		if err != nil {
-			return err
+			return view{}, err
 		}
-		var r io.Reader = a.io.in
+		cr := &countingReader{r: a.io.in}
 		if cmd.Flags().Changed("content") {
-			r = strings.NewReader(content)
+			cr.r = strings.NewReader(content)
 		}
 		sb, err := a.connect(ctx, args[0])
 		if err != nil {
-			return notFoundHint(err, args[0])
+			return view{}, notFoundHint(err, args[0])
 		}
-		if err := sb.Upload(ctx, args[1], r, sandbox.WriteOptions{Mode: p.Mode, Owner: p.Owner, Group: p.Group}); err != nil {
-			return err
+		if err := sb.Upload(ctx, args[1], cr, sandbox.WriteOptions{Mode: p.Mode, Owner: p.Owner, Group: p.Group}); err != nil {
+			return view{}, err
 		}
-		return nil
-	}
-	return cmd
+		r := fileAction{SandboxID: args[0], Path: args[1], Size: &cr.n, Mode: p.Mode, Owner: p.Owner, Group: p.Group, Status: "written"}
+		return fileActionView(r, fmt.Sprintf("wrote %d bytes to %s", cr.n, args[1])), nil
+	})
 }

@@ -3,6 +3,7 @@ package osbcli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -22,18 +23,99 @@ const (
 	formatRaw   = "raw"
 )
 
-// outputFlag adds -o/--output to cmd, limited to the formats given (the
-// first is the default), and returns where the choice is stored.
-func outputFlag(cmd *cobra.Command, formats ...string) *string {
-	var v string
-	cmd.Flags().StringVarP(&v, "output", "o", formats[0], "output format: "+strings.Join(formats, "|"))
-	cmd.PreRunE = chainPreRun(cmd.PreRunE, func(*cobra.Command, []string) error {
-		if !slices.Contains(formats, v) {
-			return usagef("--output %q: this command supports %s", v, strings.Join(formats, ", "))
+// formats are the -o values every command takes, upstream's set.
+var formats = []string{formatTable, formatJSON, formatYAML, formatRaw}
+
+// outputDefault is the annotation holding a command's default format; it
+// is set by result and streams, the only ways a command prints.
+const outputDefault = "osb/output-default"
+
+// result makes cmd print the view run returns, in the -o format (def by
+// default). A view returned with an error is printed before the error
+// is reported: what succeeded of a partly failed command.
+func (a *app) result(cmd *cobra.Command, def string, run func(cmd *cobra.Command, args []string) (view, error)) *cobra.Command {
+	setOutputDefault(cmd, def)
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		v, err := run(c, args)
+		if !v.empty() {
+			if rerr := render(a.io.out, outputFormat(c), v); rerr != nil {
+				return errors.Join(err, rerr)
+			}
+		}
+		return err
+	}
+	return cmd
+}
+
+// streams is result for commands whose output is a stream (file bytes,
+// command output, a terminal): run writes it itself in format.
+func (a *app) streams(cmd *cobra.Command, def string, run func(cmd *cobra.Command, args []string, format string) error) *cobra.Command {
+	setOutputDefault(cmd, def)
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		return run(c, args, outputFormat(c))
+	}
+	return cmd
+}
+
+func setOutputDefault(cmd *cobra.Command, def string) {
+	if !slices.Contains(formats, def) {
+		panic("osb: command " + cmd.Name() + ": unknown default format " + def)
+	}
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[outputDefault] = def
+}
+
+// outputFormat is the -o value of a command.
+func outputFormat(cmd *cobra.Command) string {
+	f, _ := cmd.Flags().GetString("output")
+	return f
+}
+
+// structured reports whether format prints a document (json, yaml)
+// rather than text.
+func structured(format string) bool { return format == formatJSON || format == formatYAML }
+
+// addOutputFlags gives every command of the tree that does something
+// (every leaf) -o/--output with its default, and checks the value before
+// the command runs. A leaf built without result or streams would ignore
+// -o, so it stops osb at start: no command can forget its output.
+func addOutputFlags(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		addOutputFlags(c)
+	}
+	if cmd.HasSubCommands() || !cmd.HasParent() {
+		return
+	}
+	def, ok := cmd.Annotations[outputDefault]
+	if !ok {
+		panic("osb: command " + cmd.CommandPath() + " does not print through app.result or app.streams")
+	}
+	cmd.Flags().StringP("output", "o", def, "output format: "+strings.Join(formats, "|"))
+	cmd.PreRunE = chainPreRun(cmd.PreRunE, func(c *cobra.Command, _ []string) error {
+		if v := outputFormat(c); !slices.Contains(formats, v) {
+			return usagef("--output %q: want one of %s", v, strings.Join(formats, ", "))
 		}
 		return nil
 	})
-	return &v
+}
+
+// view is something a command prints in one of the output formats.
+type view struct {
+	data  any                   // what json and yaml print
+	raw   []byte                // what raw prints; compact JSON of data when nil
+	table func(*tableWriter)    // rows for table; json when nil
+	text  func(io.Writer) error // free-form text for table, instead of rows
+	// textRaw makes raw print text too: for text that is the thing
+	// itself (logs, reports), not a rendering of data.
+	textRaw bool
+}
+
+// textView is a view of text that table and raw print as it is; json and
+// yaml print data, which holds the text with what it belongs to.
+func textView(data any, text func(io.Writer) error) view {
+	return view{data: data, text: text, textRaw: true}
 }
 
 func chainPreRun(prev, next func(*cobra.Command, []string) error) func(*cobra.Command, []string) error {
@@ -47,13 +129,7 @@ func chainPreRun(prev, next func(*cobra.Command, []string) error) func(*cobra.Co
 	}
 }
 
-// view is something a command prints in one of the output formats.
-type view struct {
-	data  any                   // what json and yaml print
-	raw   []byte                // what raw prints; compact JSON of data when nil
-	table func(*tableWriter)    // rows for table; json when nil
-	text  func(io.Writer) error // free-form text for table, instead of rows
-}
+func (v view) empty() bool { return v.data == nil && v.raw == nil && v.table == nil && v.text == nil }
 
 // render writes v in format to w.
 func render(w io.Writer, format string, v view) error {
@@ -63,6 +139,9 @@ func render(w io.Writer, format string, v view) error {
 	case formatYAML:
 		return writeYAML(w, v.data)
 	case formatRaw:
+		if v.textRaw && v.text != nil {
+			return v.text(w)
+		}
 		if v.raw != nil {
 			_, err := w.Write(v.raw)
 			return err

@@ -61,6 +61,7 @@ variables, then ~/.opensandbox/config.toml, then built-in defaults.`,
 	root.AddCommand(
 		a.sandboxCommand(),
 		a.commandCommand(),
+		a.execCommand(),
 		a.codeCommand(),
 		a.fileCommand(),
 		a.shellCommand(),
@@ -71,6 +72,7 @@ variables, then ~/.opensandbox/config.toml, then built-in defaults.`,
 		a.configCommand(),
 	)
 	groupsRejectUnknown(root)
+	addOutputFlags(root)
 	return root
 }
 

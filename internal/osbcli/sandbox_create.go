@@ -25,7 +25,6 @@ func (a *app) sandboxCreateCommand() *cobra.Command {
   osb sandbox create -i python:3.12 --entrypoint python3 --entrypoint -m --entrypoint http.server -o json`,
 		Args: exactArgs(0, "none"),
 	}
-	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
 	f := cmd.Flags()
 	f.StringVarP(&image, "image", "i", "", "container image (default: defaults.image in the config)")
 	f.StringVar(&authUser, "image-auth-username", "", "registry user name for a private image")
@@ -42,17 +41,17 @@ func (a *app) sandboxCreateCommand() *cobra.Command {
 	f.BoolVar(&skipHealth, "skip-health-check", false, "return once the sandbox runs, without waiting for execd")
 	f.StringVar(&readyTimeout, "ready-timeout", "30", "how long to wait for the sandbox to be ready, seconds or a duration")
 
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, _ []string) (view, error) {
 		ctx := cmd.Context()
 		if credProxy && networkFile == "" {
-			return usagef("--credential-proxy needs --network-policy-file: the proxy runs in the egress sidecar")
+			return view{}, usagef("--credential-proxy needs --network-policy-file: the proxy runs in the egress sidecar")
 		}
 		opts := sandbox.CreateOptions{Image: image, Entrypoint: entrypoint, SkipHealthCheck: skipHealth, CredentialProxy: credProxy}
 		if opts.Image == "" {
 			opts.Image = a.settings.DefaultImage
 		}
 		if opts.Image == "" {
-			return withHint(usagef("no image: give --image"), "or set a default: osb config set defaults.image <image>")
+			return view{}, withHint(usagef("no image: give --image"), "or set a default: osb config set defaults.image <image>")
 		}
 		if authUser != "" || authPass != "" {
 			opts.ImageAuth = &sandbox.ImageAuth{Username: authUser, Password: authPass}
@@ -62,52 +61,51 @@ func (a *app) sandboxCreateCommand() *cobra.Command {
 		}
 		d, none, err := parseSandboxTimeout(timeout)
 		if err != nil {
-			return usagef("--timeout: %v", err)
+			return view{}, usagef("--timeout: %v", err)
 		}
 		opts.Timeout, opts.ManualCleanup = d, none
 		if opts.ReadyTimeout, err = parseDurationFlag("ready-timeout", readyTimeout); err != nil {
-			return err
+			return view{}, err
 		}
 		if opts.Env, err = parsePairs("env", env); err != nil {
-			return err
+			return view{}, err
 		}
 		if opts.Metadata, err = parsePairs("metadata", metadata); err != nil {
-			return err
+			return view{}, err
 		}
 		if opts.Extensions, err = parsePairs("extension", extensions); err != nil {
-			return err
+			return view{}, err
 		}
 		if opts.Resources, err = parsePairs("resource", resources); err != nil {
-			return err
+			return view{}, err
 		}
 		if networkFile != "" {
 			opts.NetworkPolicy = new(sandbox.NetworkPolicy)
 			if err := a.readStructured(networkFile, opts.NetworkPolicy); err != nil {
-				return err
+				return view{}, err
 			}
 		}
 		if volumesFile != "" {
 			if err := a.readStructured(volumesFile, &opts.Volumes); err != nil {
-				return err
+				return view{}, err
 			}
 		}
 		c, err := a.sdk()
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		sp := a.spin("creating sandbox from " + opts.Image)
 		sb, err := c.Create(ctx, opts)
 		sp.Stop()
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		info, err := sb.Info(ctx)
 		if err != nil {
-			return fmt.Errorf("sandbox %s created, but reading it failed: %w", sb.ID(), err)
+			return view{}, fmt.Errorf("sandbox %s created, but reading it failed: %w", sb.ID(), err)
 		}
-		return render(a.io.out, *out, a.sandboxView(info))
-	}
-	return cmd
+		return a.sandboxView(info), nil
+	})
 }
 
 // readStructured decodes a JSON or YAML file ("-" is stdin) into v, by

@@ -15,22 +15,21 @@ func (a *app) sandboxEndpointCommand() *cobra.Command {
   osb --use-server-proxy sandbox endpoint 3f2c9a1e-... -p 44772 -o json`,
 		Args: exactArgs(1, "<sandbox-id>"),
 	}
-	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
 	cmd.Flags().IntVarP(&port, "port", "p", 0, "port inside the sandbox (required)")
 	_ = cmd.MarkFlagRequired("port")
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
 		if port < 1 || port > 65535 {
-			return usagef("--port %d: want 1-65535", port)
+			return view{}, usagef("--port %d: want 1-65535", port)
 		}
 		c, err := a.sdk()
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		ep, err := c.Endpoint(cmd.Context(), args[0], port, a.settings.UseServerProxy)
 		if err != nil {
-			return notFoundHint(err, args[0])
+			return view{}, notFoundHint(err, args[0])
 		}
-		return render(a.io.out, *out, view{data: ep, table: func(t *tableWriter) {
+		return view{data: ep, table: func(t *tableWriter) {
 			t.row("ENDPOINT", ep.Endpoint)
 			keys := make([]string, 0, len(ep.Headers))
 			for k := range ep.Headers {
@@ -40,7 +39,6 @@ func (a *app) sandboxEndpointCommand() *cobra.Command {
 			for _, k := range keys {
 				t.row("HEADER", k+": "+ep.Headers[k])
 			}
-		}})
-	}
-	return cmd
+		}}, nil
+	})
 }

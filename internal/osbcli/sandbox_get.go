@@ -11,17 +11,15 @@ func (a *app) sandboxGetCommand() *cobra.Command {
 		Example: `  osb sandbox get 3f2c9a1e-...  -o yaml`,
 		Args:    exactArgs(1, "<sandbox-id>"),
 	}
-	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
 		c, err := a.sdk()
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		info, err := c.Get(cmd.Context(), args[0])
 		if err != nil {
-			return notFoundHint(err, args[0])
+			return view{}, notFoundHint(err, args[0])
 		}
-		return render(a.io.out, *out, a.sandboxView(info))
-	}
-	return cmd
+		return a.sandboxView(info), nil
+	})
 }

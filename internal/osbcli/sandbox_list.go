@@ -21,30 +21,29 @@ func (a *app) sandboxListCommand() *cobra.Command {
   osb sandbox list -s running -s paused -m team=ai -o json`,
 		Args: exactArgs(0, "none"),
 	}
-	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
 	f := cmd.Flags()
 	f.StringArrayVarP(&states, "state", "s", nil, "only sandboxes in this state (repeatable, any case)")
 	f.StringArrayVarP(&metadata, "metadata", "m", nil, "only sandboxes with this metadata KEY=VALUE (repeatable, all must match)")
 	f.IntVar(&page, "page", 0, "page number, from 1")
 	f.IntVar(&pageSize, "page-size", 0, "sandboxes per page, 1-200 (default 20)")
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, _ []string) (view, error) {
 		md, err := parsePairs("metadata", metadata)
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		c, err := a.sdk()
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		resp, err := c.List(cmd.Context(), sandbox.ListOptions{States: states, Metadata: md, Page: page, PageSize: pageSize})
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		if resp.Items == nil {
 			resp.Items = []sandbox.SandboxInfo{}
 		}
 		color := a.colorOn()
-		return render(a.io.out, *out, view{data: resp, table: func(t *tableWriter) {
+		return view{data: resp, table: func(t *tableWriter) {
 			t.row("ID", colorPad(color, "STATE"), "IMAGE", "CREATED", "EXPIRES", "METADATA")
 			for _, sb := range resp.Items {
 				image := "-"
@@ -62,7 +61,6 @@ func (a *app) sandboxListCommand() *cobra.Command {
 			if p := resp.Pagination; p.HasNextPage {
 				t.row("(page " + strconv.Itoa(p.Page) + " of " + strconv.Itoa(p.TotalPages) + "; next: --page " + strconv.Itoa(p.Page+1) + ")")
 			}
-		}})
-	}
-	return cmd
+		}}, nil
+	})
 }

@@ -21,9 +21,8 @@ func (a *app) sandboxMetricsCommand() *cobra.Command {
   osb sandbox metrics 3f2c9a1e-... --watch -o json   # one JSON object per line, until Ctrl-C`,
 		Args: exactArgs(1, "<sandbox-id>"),
 	}
-	out := outputFlag(cmd, formatTable, formatJSON, formatYAML, formatRaw)
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "keep printing updates until interrupted")
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.streams(cmd, formatTable, func(cmd *cobra.Command, args []string, format string) error {
 		ctx := cmd.Context()
 		sb, err := a.connect(ctx, args[0])
 		if err != nil {
@@ -34,23 +33,28 @@ func (a *app) sandboxMetricsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return render(a.io.out, *out, metricsView(m, true))
+			return render(a.io.out, format, metricsView(m, true))
 		}
 		first := true
 		err = sb.WatchMetrics(ctx, func(m sandbox.Metrics) error {
 			v := metricsView(m, first)
-			first = false
-			if *out == formatJSON {
+			defer func() { first = false }()
+			switch {
+			case format == formatJSON:
 				return render(a.io.out, formatRaw, v) // one object per line
+			case format == formatYAML && !first:
+				// A stream of YAML documents needs separators.
+				if _, err := io.WriteString(a.io.out, "---\n"); err != nil {
+					return err
+				}
 			}
-			return render(a.io.out, *out, v)
+			return render(a.io.out, format, v)
 		})
 		if err != nil && !errors.Is(err, context.Canceled) {
 			return err
 		}
 		return nil
-	}
-	return cmd
+	})
 }
 
 // metricsView prints metrics as fixed-width columns, so the lines of

@@ -1,8 +1,6 @@
 package osbcli
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
@@ -21,23 +19,21 @@ func (a *app) sandboxResumeCommand() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&skipHealth, "skip-health-check", false, "return once the sandbox runs, without waiting for execd")
 	cmd.Flags().StringVar(&timeout, "resume-timeout", "30", "how long to wait until it is ready, seconds or a duration")
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.result(cmd, formatTable, func(cmd *cobra.Command, args []string) (view, error) {
 		d, err := parseDurationFlag("resume-timeout", timeout)
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		c, err := a.sdk()
 		if err != nil {
-			return err
+			return view{}, err
 		}
 		sp := a.spin("resuming " + args[0])
 		_, err = c.Resume(cmd.Context(), args[0], sandbox.ConnectOptions{ReadyTimeout: d, SkipHealthCheck: skipHealth})
 		sp.Stop()
 		if err != nil {
-			return notFoundHint(err, args[0])
+			return view{}, notFoundHint(err, args[0])
 		}
-		fmt.Fprintln(a.io.out, args[0])
-		return nil
-	}
-	return cmd
+		return actionView(actionResult{ID: args[0], Status: "resumed"}, args[0]), nil
+	})
 }

@@ -41,7 +41,10 @@ forwarded, and osb exits with the remote exit code.
 When stdin is not a terminal, osb runs in pipe mode: no raw mode, the remote
 side runs on pipes (its stderr kept apart), and at the end of the input osb
 sends "exit" to the shell (the protocol has no end-of-input frame). With
---command in pipe mode, osb waits for the command to end by itself.`,
+--command in pipe mode, osb waits for the command to end by itself.
+
+In pipe mode, -o json and yaml print {sandboxId, exit_code, stdout, stderr}
+at the end instead of streaming.`,
 		Example: `  osb shell 3f2c9a1e-...
   osb shell 3f2c9a1e-... --cwd /work --command 'htop'
   printf 'cd /tmp; ls\n' | osb shell 3f2c9a1e-...`,
@@ -49,15 +52,39 @@ sends "exit" to the shell (the protocol has no end-of-input frame). With
 	}
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory (~ and $VAR expanded)")
 	cmd.Flags().StringVar(&command, "command", "", "run this command line instead of an interactive shell")
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+	return a.streams(cmd, formatTable, func(cmd *cobra.Command, args []string, format string) error {
 		ctx := cmd.Context()
+		_, interactive := terminalFd(a.io.in)
+		if structured(format) && interactive {
+			return usagef("-o %s needs pipe mode (stdin not a terminal): it prints the output as one document at the end", format)
+		}
 		sb, err := a.connect(ctx, args[0])
 		if err != nil {
 			return notFoundHint(err, args[0])
 		}
-		return a.runShell(ctx, sb, cwd, command)
-	}
-	return cmd
+		if !structured(format) {
+			return a.runShell(ctx, sb, cwd, command, a.io.out, a.io.err)
+		}
+		var out, errb bytes.Buffer
+		err = a.runShell(ctx, sb, cwd, command, &out, &errb)
+		var ec exitCodeError
+		if err != nil && !errors.As(err, &ec) {
+			return err
+		}
+		data := shellResult{SandboxID: args[0], ExitCode: int(ec), Stdout: out.String(), Stderr: errb.String()}
+		if rerr := render(a.io.out, format, view{data: data}); rerr != nil {
+			return rerr
+		}
+		return err
+	})
+}
+
+// shellResult is a pipe-mode shell as json and yaml print it.
+type shellResult struct {
+	SandboxID string `json:"sandboxId"`
+	ExitCode  int    `json:"exit_code"`
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
 }
 
 // terminalFd returns the descriptor of r when it is a terminal.
@@ -69,7 +96,8 @@ func terminalFd(r any) (int, bool) {
 	return int(f.Fd()), true
 }
 
-func (a *app) runShell(ctx context.Context, sb *sandbox.Sandbox, cwd, command string) error {
+// runShell runs a terminal session, writing its output to out and errw.
+func (a *app) runShell(ctx context.Context, sb *sandbox.Sandbox, cwd, command string, out, errw io.Writer) error {
 	inFd, interactive := terminalFd(a.io.in)
 	sid, err := a.ptyCreate(ctx, sb, cwd, command)
 	if err != nil {
@@ -146,7 +174,7 @@ func (a *app) runShell(ctx context.Context, sb *sandbox.Sandbox, cwd, command st
 		}
 	}()
 
-	code, err := a.pumpOutput(ctx, conn)
+	code, err := pumpOutput(ctx, conn, out, errw)
 	if err != nil {
 		return fmt.Errorf("terminal %s: %w", sid, err)
 	}
@@ -183,7 +211,7 @@ func readControl(ctx context.Context, conn *websocket.Conn) (ptyMessage, []byte,
 
 // pumpOutput copies output frames to stdout/stderr until the exit
 // message, and returns the remote exit code.
-func (a *app) pumpOutput(ctx context.Context, conn *websocket.Conn) (int, error) {
+func pumpOutput(ctx context.Context, conn *websocket.Conn, out, errw io.Writer) (int, error) {
 	var remoteErr error
 	for {
 		typ, b, err := conn.Read(ctx)
@@ -205,12 +233,12 @@ func (a *app) pumpOutput(ctx context.Context, conn *websocket.Conn) (int, error)
 			}
 			switch b[0] {
 			case chanStdout:
-				_, err = a.io.out.Write(b[1:])
+				_, err = out.Write(b[1:])
 			case chanStderr:
-				_, err = a.io.err.Write(b[1:])
+				_, err = errw.Write(b[1:])
 			case chanReplay:
 				if len(b) > 9 {
-					_, err = a.io.out.Write(b[9:])
+					_, err = out.Write(b[9:])
 				}
 			}
 			if err != nil {

@@ -195,12 +195,15 @@ func TestDockerFlow(t *testing.T) {
 		t.Errorf("list by metadata = %+v, want just %s", list.Items, id)
 	}
 
-	// Direct endpoints: execd's port and a user port reached through
-	// execd's /proxy, both with execd's token.
+	// Direct endpoints: execd's port and a user port, both reached through
+	// execd's /proxy (upstream's bridge shape), both with execd's token.
 	var token string
 	for _, port := range []int{44772, 3000} {
 		ep := decode[sandbox.Endpoint](t, e.do("GET", fmt.Sprintf("/v1/sandboxes/%s/endpoints/%d", id, port), nil))
 		token = ep.Headers[sandbox.AccessTokenHeader]
+		if want := fmt.Sprintf("/proxy/%d", port); !strings.HasSuffix(ep.Endpoint, want) {
+			t.Errorf("endpoint %d = %q, want it to end in %s", port, ep.Endpoint, want)
+		}
 		if ep.Headers[sandbox.AccessTokenHeader] == "" {
 			t.Errorf("endpoint %d = %+v, want execd's token header", port, ep)
 		}

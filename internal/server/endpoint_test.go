@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/opensandbox-go/opensandbox/internal/apierror"
+	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
@@ -14,8 +15,8 @@ func TestEndpoints(t *testing.T) {
 		name, publicHost, path, host string
 		want                         sandbox.Endpoint
 	}{
-		{"execd direct", "", "/v1/sandboxes/sb1/endpoints/44772", "",
-			sandbox.Endpoint{Endpoint: "10.0.0.5:40772", Headers: map[string]string{"X-EXECD-ACCESS-TOKEN": "token-sb1"}}},
+		{"execd direct, through its own /proxy", "", "/v1/sandboxes/sb1/endpoints/44772", "",
+			sandbox.Endpoint{Endpoint: "10.0.0.5:40772/proxy/44772", Headers: map[string]string{"X-EXECD-ACCESS-TOKEN": "token-sb1"}}},
 		{"http port direct, no execd header", "", "/v1/sandboxes/sb1/endpoints/8080", "",
 			sandbox.Endpoint{Endpoint: "10.0.0.5:40080"}},
 		{"other port through execd proxy", "", "/v1/sandboxes/sb1/endpoints/3000", "",
@@ -52,6 +53,24 @@ func TestEndpoints(t *testing.T) {
 				t.Errorf("GET %s = %+v, want %+v", tc.path, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestEndpointExecdWithoutPrefix: a runtime that reaches execd on a port
+// of its own (Docker host mode) gives that address as is, with the token.
+func TestEndpointExecdWithoutPrefix(t *testing.T) {
+	e := newEnv(t)
+	e.rt.add(fakeSandbox("sb1"))
+	e.rt.address = func(id string, port int) (runtime.Address, error) {
+		return runtime.Address{Host: "10.0.0.5", Port: 45001}, nil
+	}
+	r := e.do("GET", "/v1/sandboxes/sb1/endpoints/44772", nil)
+	want := sandbox.Endpoint{Endpoint: "10.0.0.5:45001", Headers: map[string]string{"X-EXECD-ACCESS-TOKEN": "token-sb1"}}
+	if r.status != http.StatusOK {
+		t.Fatalf("GET endpoint 44772 = %s", r)
+	}
+	if got := decode[sandbox.Endpoint](t, r); !reflect.DeepEqual(got, want) {
+		t.Errorf("GET endpoint 44772 = %+v, want %+v", got, want)
 	}
 }
 

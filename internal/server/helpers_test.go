@@ -154,8 +154,10 @@ func (r *stubRuntime) Address(ctx context.Context, id string, port int) (runtime
 	if r.address != nil {
 		return r.address(id, port)
 	}
-	if port == sandbox.ExecdPort || port == sandbox.HTTPPort {
-		return runtime.Address{Host: "10.0.0.5", Port: 40000 + port%1000}, nil
+	// Docker bridge's shape: 8080 on its own port, every other port (execd's
+	// included) under execd's /proxy.
+	if port == sandbox.HTTPPort {
+		return runtime.Address{Host: "10.0.0.5", Port: 40080}, nil
 	}
 	return runtime.Address{Host: "10.0.0.5", Port: 40772, PathPrefix: fmt.Sprintf("/proxy/%d", port)}, nil
 }

@@ -28,14 +28,7 @@ func Load(path string, env func(string) string) (Config, []string, error) {
 	if err != nil {
 		return Config{}, nil, err
 	}
-	explicit := true
-	if path == "" {
-		path = env(EnvConfigPath)
-	}
-	if path == "" {
-		path, explicit = filepath.Join(home, DefaultConfigFile), false
-	}
-	path = expandHome(path, home)
+	path, explicit := configPath(path, env, home)
 
 	cfg := Defaults(home)
 	var warnings, problems []string
@@ -84,6 +77,32 @@ func Load(path string, env func(string) string) (Config, []string, error) {
 		return Config{}, nil, fmt.Errorf("config %s:\n  %s", where, strings.Join(problems, "\n  "))
 	}
 	return cfg, warnings, nil
+}
+
+// ConfigPath is the config file Load reads, and init-config writes, for
+// path (the --config flag or init-config's argument): path itself, else
+// SANDBOX_CONFIG_PATH, else ~/.sandbox.toml, with a leading "~/"
+// expanded.
+func ConfigPath(path string, env func(string) string) (string, error) {
+	home, err := homeDir(env)
+	if err != nil {
+		return "", err
+	}
+	p, _ := configPath(path, env, home)
+	return p, nil
+}
+
+// configPath is ConfigPath; explicit says whether the file was named (by
+// path or the environment) rather than defaulted.
+func configPath(path string, env func(string) string, home string) (string, bool) {
+	explicit := true
+	if path == "" {
+		path = env(EnvConfigPath)
+	}
+	if path == "" {
+		path, explicit = filepath.Join(home, DefaultConfigFile), false
+	}
+	return expandHome(path, home), explicit
 }
 
 // homeDir is $HOME, else the home directory of the current user (services

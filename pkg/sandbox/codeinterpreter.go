@@ -66,9 +66,9 @@ func (c *Client) CreateCodeInterpreter(ctx context.Context, opts CreateOptions) 
 }
 
 // CreateContext starts a new context (a fresh interpreter) for language
-// ("python", "javascript" or "bash" in DefaultCodeInterpreterImage),
-// working in cwd ("" for execd's default), and returns it with its id once
-// its interpreter has started.
+// ("python", "javascript", "typescript", "bash", "java" or "go" in
+// DefaultCodeInterpreterImage), working in cwd ("" for execd's default),
+// and returns it with its id once its interpreter has started.
 func (ci *CodeInterpreter) CreateContext(ctx context.Context, language, cwd string) (CodeContext, error) {
 	if language == "" {
 		return CodeContext{}, errors.New("opensandbox: create code context: language is required")

@@ -113,7 +113,7 @@ type CredentialBinding struct {
 // noted per field.
 type CredentialMatch struct {
 	Schemes []string `json:"schemes,omitempty"` // default [https]; https or http
-	Ports   []int    `json:"ports,omitempty"`   // default [443]
+	Ports   []int    `json:"ports,omitempty"`   // derived from Schemes (https 443, http 80); deprecated upstream
 	Hosts   []string `json:"hosts"`             // exact host or *.domain (subdomains only)
 	Methods []string `json:"methods,omitempty"` // default [GET POST PUT PATCH DELETE]
 	Paths   []string `json:"paths,omitempty"`   // default ["/*"]; exact, or prefix when ending in *
@@ -125,16 +125,39 @@ const (
 	CredentialAuthBasic         = "basic"         // Authorization: Basic <credential, already base64>
 	CredentialAuthAPIKey        = "apiKey"        // <Name>: <credential>
 	CredentialAuthCustomHeaders = "customHeaders" // one header per Headers entry
+	CredentialAuthPassthrough   = "passthrough"   // no header; only Substitutions apply
+)
+
+// Surfaces of a request where a CredentialSubstitution may replace its
+// placeholder (CredentialSubstitution.In).
+const (
+	CredentialSubstitutionPath   = "path"
+	CredentialSubstitutionQuery  = "query"
+	CredentialSubstitutionHeader = "header"
+	CredentialSubstitutionBody   = "body"
 )
 
 // CredentialAuth says how a credential is injected. Credential is set for
 // bearer, basic and apiKey; Name only for apiKey; Headers only for
-// customHeaders.
+// customHeaders. Substitutions, allowed with every type, replace
+// placeholders the sandbox puts in its requests; a passthrough auth has
+// only them.
 type CredentialAuth struct {
-	Type       string                   `json:"type"`
-	Credential string                   `json:"credential,omitempty"`
-	Name       string                   `json:"name,omitempty"`
-	Headers    []CredentialHeaderSource `json:"headers,omitempty"`
+	Type          string                   `json:"type"`
+	Credential    string                   `json:"credential,omitempty"`
+	Name          string                   `json:"name,omitempty"`
+	Headers       []CredentialHeaderSource `json:"headers,omitempty"`
+	Substitutions []CredentialSubstitution `json:"substitutions,omitempty"`
+}
+
+// CredentialSubstitution replaces Placeholder, a literal case-sensitive
+// string, with the value of Credential wherever it appears in the listed
+// surfaces (In: path, query, header, body) of a request the binding
+// matches. Requests to other hosts keep the placeholder.
+type CredentialSubstitution struct {
+	Credential  string   `json:"credential"`
+	Placeholder string   `json:"placeholder"`
+	In          []string `json:"in"`
 }
 
 // CredentialHeaderSource is one header of a customHeaders auth.

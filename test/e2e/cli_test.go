@@ -330,6 +330,17 @@ func TestCLIShellPipeMode(t *testing.T) {
 	if r.code != 2 || strings.TrimSpace(r.stdout) != "/usr" {
 		t.Errorf("shell --command = exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
+	// -o json: the session as one document at the end, same exit code.
+	r = c.run("echo hi; echo oops >&2; exit 4\n", nil, "shell", id, "-o", "json")
+	var doc struct {
+		SandboxID      string
+		ExitCode       int `json:"exit_code"`
+		Stdout, Stderr string
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || r.code != 4 || doc.ExitCode != 4 || doc.SandboxID != id ||
+		!strings.Contains(doc.Stdout, "hi") || !strings.Contains(doc.Stderr, "oops") {
+		t.Errorf("shell -o json = exit %d, %q (%v); want exit 4 and one document with hi and oops", r.code, r.stdout, err)
+	}
 }
 
 func TestCLIConfig(t *testing.T) {
@@ -458,4 +469,203 @@ func TestCLIEgress(t *testing.T) {
 	// A sandbox without a policy has no sidecar: a clear error.
 	plain := c.createSandbox()
 	c.fails(1, "--network-policy-file", "egress", "get", plain)
+}
+
+// TestCLIOutputFormats runs the commands that used to have no -o against a
+// real server with -o json and parses what they print; it also walks
+// upstream's CLI quickstart (osb exec, file write, file cat).
+func TestCLIOutputFormats(t *testing.T) {
+	c := newCLI(t)
+	id := c.createSandbox()
+	jsonOf := func(v any, args ...string) {
+		t.Helper()
+		out := c.ok("", args...)
+		if err := json.Unmarshal([]byte(out), v); err != nil {
+			t.Fatalf("osb %s = %q: not JSON: %v", strings.Join(args, " "), out, err)
+		}
+	}
+	type action struct {
+		ID, SandboxID, Status     string
+		Path, Source, Destination string
+		Paths                     []string
+		Size                      *int64
+		Mode                      int
+		Healthy                   *bool
+	}
+	sessionOf := func(m map[string]any) string { s, _ := m["session_id"].(string); return s }
+
+	// Upstream's quickstart, steps 4 to 6.
+	var list sandbox.ListSandboxesResponse
+	jsonOf(&list, "-o", "json", "sandbox", "list", "-m", "suite=cli")
+	if len(list.Items) == 0 {
+		t.Errorf("osb -o json sandbox list: no sandboxes")
+	}
+	if out := c.ok("", "exec", id, "--", "echo", "hello world"); out != "hello world\n" {
+		t.Errorf("osb exec = %q, want hello world", out)
+	}
+	if out := c.ok("", "file", "write", id, "/tmp/test.txt", "-c", "hello"); !strings.Contains(out, "5 bytes") {
+		t.Errorf("osb file write = %q", out)
+	}
+	if out := c.ok("", "file", "cat", id, "/tmp/test.txt"); out != "hello" {
+		t.Errorf("osb file cat = %q, want the bytes unchanged", out)
+	}
+
+	var a action
+	jsonOf(&a, "sandbox", "health", id, "-o", "json")
+	if a.ID != id || a.Healthy == nil || !*a.Healthy {
+		t.Errorf("sandbox health -o json = %+v", a)
+	}
+	var run struct {
+		ID       string
+		ExitCode int `json:"exit_code"`
+		Stdout   string
+		Stderr   string
+	}
+	r := c.run("", nil, "exec", id, "-o", "json", "--", "sh", "-c", "echo out; echo err >&2; exit 4")
+	if err := json.Unmarshal([]byte(r.stdout), &run); err != nil || r.code != 4 || run.ExitCode != 4 || run.Stdout != "out\n" || run.Stderr != "err\n" || run.ID == "" {
+		t.Errorf("exec -o json: exit %d, %q (%v); want exit 4 and the whole run as one object", r.code, r.stdout, err)
+	}
+
+	a = action{}
+	jsonOf(&a, "file", "write", id, "/tmp/o/x.txt", "-c", "one two", "--mode", "600", "-o", "json")
+	if a.SandboxID != id || a.Path != "/tmp/o/x.txt" || a.Size == nil || *a.Size != 7 || a.Mode != 600 || a.Status != "written" {
+		t.Errorf("file write -o json = %+v", a)
+	}
+	var content struct{ Path, Encoding, Content string }
+	jsonOf(&content, "file", "cat", id, "/tmp/o/x.txt", "-o", "json")
+	if content.Encoding != "utf-8" || content.Content != "one two" {
+		t.Errorf("file cat -o json = %+v", content)
+	}
+	a = action{}
+	jsonOf(&a, "file", "mkdir", id, "/tmp/o/d1", "/tmp/o/d2", "-o", "json")
+	if len(a.Paths) != 2 || a.Status != "created" {
+		t.Errorf("file mkdir -o json = %+v", a)
+	}
+	a = action{}
+	jsonOf(&a, "file", "mv", id, "/tmp/o/x.txt", "/tmp/o/d1/y.txt", "-o", "json")
+	if a.Source != "/tmp/o/x.txt" || a.Destination != "/tmp/o/d1/y.txt" || a.Status != "moved" {
+		t.Errorf("file mv -o json = %+v", a)
+	}
+	a = action{}
+	jsonOf(&a, "file", "chmod", id, "/tmp/o/d1/y.txt", "--mode", "640", "-o", "json")
+	var infos map[string]sandbox.FileInfo
+	jsonOf(&infos, "file", "info", id, "/tmp/o/d1/y.txt", "-o", "json")
+	if a.Status != "changed" || infos["/tmp/o/d1/y.txt"].Mode != 640 {
+		t.Errorf("file chmod -o json = %+v, then mode %d", a, infos["/tmp/o/d1/y.txt"].Mode)
+	}
+	a = action{}
+	jsonOf(&a, "file", "rm", id, "/tmp/o/d1/y.txt", "-o", "json")
+	if len(a.Paths) != 1 || a.Status != "deleted" {
+		t.Errorf("file rm -o json = %+v", a)
+	}
+	c.fails(1, "FILE_NOT_FOUND", "file", "cat", id, "/tmp/o/d1/y.txt")
+	a = action{}
+	jsonOf(&a, "file", "rmdir", id, "/tmp/o", "-o", "json")
+	if a.Status != "deleted" {
+		t.Errorf("file rmdir -o json = %+v", a)
+	}
+
+	var created map[string]any
+	jsonOf(&created, "command", "session", "create", id, "-o", "json")
+	sid := sessionOf(created)
+	var srun map[string]any
+	jsonOf(&srun, "command", "session", "run", id, sid, "-o", "json", "--", "export X=9; echo $X")
+	if sessionOf(srun) != sid || srun["stdout"] != "9\n" || srun["exit_code"] != 0.0 {
+		t.Errorf("session run -o json = %v", srun)
+	}
+	var sdel map[string]any
+	jsonOf(&sdel, "command", "session", "delete", id, sid, "-o", "json")
+	if sessionOf(sdel) != sid || sdel["status"] != "deleted" {
+		t.Errorf("session delete -o json = %v", sdel)
+	}
+
+	var bg struct{ ID string }
+	jsonOf(&bg, "command", "run", "-d", id, "-o", "json", "--", "sleep 300")
+	a = action{}
+	jsonOf(&a, "command", "interrupt", id, bg.ID, "-o", "json")
+	if a.ID != bg.ID || a.SandboxID != id || a.Status != "interrupted" {
+		t.Errorf("command interrupt -o json = %+v", a)
+	}
+	poll(t, "interrupted command to stop", func() bool {
+		var st sandbox.CommandStatus
+		jsonOf(&st, "command", "status", id, bg.ID, "-o", "json")
+		return !st.Running
+	})
+
+	var report struct{ SandboxID, Kind, Content string }
+	jsonOf(&report, "devops", "inspect", id, "-o", "json")
+	if report.SandboxID != id || report.Kind != "inspect" || !strings.Contains(report.Content, id) {
+		t.Errorf("devops inspect -o json = %+v", report)
+	}
+
+	a = action{}
+	jsonOf(&a, "sandbox", "pause", id, "-o", "json")
+	if a.ID != id || a.Status != "paused" || c.srv.sandboxState(t, id) != sandbox.StatePaused {
+		t.Errorf("sandbox pause -o json = %+v", a)
+	}
+	a = action{}
+	jsonOf(&a, "sandbox", "resume", id, "-o", "json")
+	if a.ID != id || a.Status != "resumed" {
+		t.Errorf("sandbox resume -o json = %+v", a)
+	}
+	var killed []action
+	jsonOf(&killed, "sandbox", "kill", id, "-o", "json")
+	if len(killed) != 1 || killed[0].ID != id || killed[0].Status != "killed" {
+		t.Errorf("sandbox kill -o json = %+v", killed)
+	}
+
+	// config init and set, in a home of their own.
+	c.env = map[string]string{}
+	var cfg struct{ Path, Status, Key, Value string }
+	jsonOf(&cfg, "config", "init", "-o", "json")
+	if cfg.Status != "created" || !strings.HasSuffix(cfg.Path, "config.toml") {
+		t.Errorf("config init -o json = %+v", cfg)
+	}
+	cfg = struct{ Path, Status, Key, Value string }{}
+	jsonOf(&cfg, "config", "set", "api_key", testAPIKey, "-o", "json")
+	if cfg.Key != "connection.api_key" || cfg.Value == testAPIKey || !strings.HasSuffix(cfg.Value, testAPIKey[len(testAPIKey)-4:]) {
+		t.Errorf("config set -o json = %+v; want the key named and its value masked", cfg)
+	}
+}
+
+// TestServerInitConfigPathFirst runs upstream's quickstart command with
+// the path before the flags and checks the key is where the output says.
+func TestServerInitConfigPathFirst(t *testing.T) {
+	bin := binPath(t, "opensandbox-server")
+	home := t.TempDir()
+	path := filepath.Join(home, ".sandbox.toml")
+	cmd := osexec.Command(bin, "init-config", path, "--example", "docker")
+	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("opensandbox-server init-config %s --example docker: %v\n%s", path, err, out)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("init-config wrote %v (%v), want %s with mode 0600", fi, err, path)
+	}
+	if !strings.Contains(string(out), "api_key in the [server] table of "+path) {
+		t.Errorf("init-config output does not say where the key is:\n%s", out)
+	}
+	var export string
+	for _, l := range strings.Split(string(out), "\n") {
+		if s, ok := strings.CutPrefix(strings.TrimSpace(l), "export "); ok {
+			export = s
+		}
+	}
+	key, err := osexec.Command("sh", "-c", export+` && printf %s "$OPEN_SANDBOX_API_KEY"`).Output()
+	if export == "" || err != nil || len(key) < 20 {
+		t.Fatalf("the printed command %q gave %q, %v; want the key", export, key, err)
+	}
+	data, _ := os.ReadFile(path)
+	if !strings.Contains(string(data), `api_key = "`+string(key)+`"`) {
+		t.Errorf("the key the printed command reads is not the file's api_key")
+	}
+	// The same order again refuses to overwrite; --force after the path works.
+	if out, err := osexec.Command(bin, "init-config", path, "--example", "docker").CombinedOutput(); err == nil || !strings.Contains(string(out), "--force") {
+		t.Errorf("second init-config: %v %s; want a refusal naming --force", err, out)
+	}
+	if out, err := osexec.Command(bin, "init-config", path, "--example", "k8s", "--force").CombinedOutput(); err != nil {
+		t.Errorf("init-config PATH --example k8s --force: %v %s", err, out)
+	}
 }

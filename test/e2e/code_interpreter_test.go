@@ -276,8 +276,8 @@ func TestCodeInterpreterSDK(t *testing.T) {
 			t.Errorf("System.out.println stdout = %q, want \"abab\\n\"", ex.StdoutText())
 		}
 		ex = runCode(t, ci, "Object o = null;\no.toString();", sandbox.CodeRunOptions{ContextID: id})
-		if ex.Error == nil || ex.Error.Name != "java.lang.NullPointerException" || len(ex.Error.Traceback) == 0 {
-			t.Errorf("NPE = %+v, want java.lang.NullPointerException", ex.Error)
+		if ex.Error == nil || ex.Error.Name != "EvalException" || !strings.HasPrefix(ex.Error.Value, "java.lang.NullPointerException") || len(ex.Error.Traceback) == 0 {
+			t.Errorf("NPE = %+v, want EvalException with java.lang.NullPointerException in its value", ex.Error)
 		}
 		ex = runCode(t, ci, "int y = \"s\";", sandbox.CodeRunOptions{ContextID: id})
 		if ex.Error == nil || ex.Error.Name != "CompilationError" {
@@ -302,6 +302,56 @@ func TestCodeInterpreterSDK(t *testing.T) {
 		ex = runCode(t, ci, "panic(\"boom\")", sandbox.CodeRunOptions{ContextID: id})
 		if ex.Error == nil || ex.Error.Name != "panic" || ex.Error.Value != "boom" {
 			t.Errorf("panic = %+v, want panic boom", ex.Error)
+		}
+	})
+
+	// What upstream's suites and multi-language example run and check.
+	t.Run("upstream cells", func(t *testing.T) {
+		java := newContext(t, ci, "java")
+		ex := runCode(t, ci, "int x = 10 / 0; // ArithmeticException", sandbox.CodeRunOptions{ContextID: java})
+		if ex.Error == nil || ex.Error.Name != "EvalException" || !strings.Contains(ex.Error.Value, "java.lang.ArithmeticException") {
+			t.Errorf("10 / 0 = %+v, want EvalException naming java.lang.ArithmeticException", ex.Error)
+		}
+		gc := newContext(t, ci, "go")
+		ex = runOK(t, ci, "package main\nimport \"fmt\"\nfunc main() {\n    fmt.Println(\"Hello from Go!\")\n    sum := 3 + 4\n    fmt.Println(\"3 + 4 =\", sum)\n}", sandbox.CodeRunOptions{ContextID: gc})
+		if ex.StdoutText() != "Hello from Go!\n3 + 4 = 7\n" {
+			t.Errorf("go program stdout = %q", ex.StdoutText())
+		}
+		if !imageRecipeHas(t, "node-typescript") {
+			t.Log("the image recipe has no node-typescript: typescript not checked")
+		} else {
+			ts := newContext(t, ci, "typescript")
+			ex = runOK(t, ci, "console.log('Hello from TypeScript!');\nconst nums: number[] = [1, 2, 3];\nconsole.log('sum =', nums.reduce((a, b) => a + b, 0));", sandbox.CodeRunOptions{ContextID: ts})
+			if ex.StdoutText() != "Hello from TypeScript!\nsum = 6\n" {
+				t.Errorf("typescript stdout = %q", ex.StdoutText())
+			}
+			if ex := runOK(t, ci, "const result: number = 2 + 2;\nresult", sandbox.CodeRunOptions{ContextID: ts}); ex.Text() != "4" {
+				t.Errorf("typescript result = %q, want 4", ex.Text())
+			}
+		}
+		// Interrupt as soon as init arrives, as upstream's suites do.
+		py := newContext(t, ci, "python")
+		runOK(t, ci, "kept = 7", sandbox.CodeRunOptions{ContextID: py})
+		for i := range 10 {
+			var t0 time.Time
+			ex, err := ci.Run(codeCtx(t), "import time\nfor i in range(100):\n  print(i)\n  time.sleep(0.2)", sandbox.CodeRunOptions{
+				ContextID: py,
+				Handlers: &sandbox.CodeHandlers{OnInit: func(id string) {
+					t0 = time.Now()
+					if err := ci.Interrupt(codeCtx(t), id); err != nil {
+						t.Errorf("Interrupt: %v", err)
+					}
+				}},
+			})
+			if err != nil || ex.Error == nil || ex.Error.Name != "KeyboardInterrupt" {
+				t.Fatalf("round %d: %+v, %v; want a KeyboardInterrupt", i, ex, err)
+			}
+			if took := time.Since(t0); took > 3*time.Second {
+				t.Errorf("round %d: the stream ended %v after the interrupt", i, took)
+			}
+		}
+		if ex := runOK(t, ci, "kept", sandbox.CodeRunOptions{ContextID: py}); ex.Text() != "7" {
+			t.Errorf("after the interrupts kept = %q, want 7", ex.Text())
 		}
 	})
 
@@ -428,4 +478,15 @@ func TestCodeInterpreterMCP(t *testing.T) {
 	if res := mcpCallRaw(t, cs, "code_run", map[string]any{"sandbox_id": ci.ID(), "code": "1", "context_id": created.ContextID}); !res.IsError {
 		t.Errorf("code_run in a deleted context = %s, want a tool error", mcpText(res))
 	}
+}
+
+// imageRecipeHas reports whether the code-interpreter image's recipe
+// installs the Debian package pkg.
+func imageRecipeHas(t *testing.T, pkg string) bool {
+	t.Helper()
+	b, err := os.ReadFile(openapitest.RepoPath("images/build.sh"))
+	if err != nil {
+		t.Fatalf("read the image recipe: %v", err)
+	}
+	return strings.Contains(string(b), pkg)
 }

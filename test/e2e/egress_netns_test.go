@@ -44,6 +44,10 @@ func TestEgressSidecarNetns(t *testing.T) {
 	}
 	world := startEgressWorld(t, w2, "53", "443", zone, n.listen(n.World))
 	port := n.serveHTTP(t, w3, w4, w5)
+	// Plain-HTTP origins on port 80: the bound host's (api.vault.test) and
+	// a decoy on another allowed address.
+	boundHTTP := startPlainOrigin(t, "bound", w2, "80", n.listen(n.World))
+	decoyHTTP := startPlainOrigin(t, "decoy", w5, "80", n.listen(n.World))
 
 	// The deny webhook lives in the world too: the sidecar reaches it with
 	// its own (bypass-marked) traffic.
@@ -192,6 +196,45 @@ func TestEgressSidecarNetns(t *testing.T) {
 		}
 		if strings.Contains(body, "netns-s3cret-123") {
 			t.Fatalf("the sandbox read the secret back: %s", body)
+		}
+	})
+	t.Run("plain HTTP binding goes to the bound host by name", func(t *testing.T) {
+		const sub = "netns-sub&s3cret/456"
+		api.do(t, "PATCH", "/credential-vault", `{"credentials":{"add":[{"name":"sub","source":{"type":"inline","value":"`+sub+`"}}]},
+			"bindings":{"add":[{"name":"plain","match":{"schemes":["http"],"hosts":["api.vault.test"]},
+			"auth":{"type":"bearer","credential":"tok","substitutions":[{"credential":"sub","placeholder":"{{SUB}}","in":["query","header","body"]}]}}]}}`, 200, nil)
+		var meta sandbox.CredentialBindingMetadata
+		api.do(t, "GET", "/credential-vault/bindings/plain", "", 200, &meta)
+		if meta.Match == nil || fmt.Sprint(meta.Match.Schemes, meta.Match.Ports) != "[http] [80]" {
+			t.Fatalf("binding plain = %+v; want schemes [http], ports [80]", meta.Match)
+		}
+		// The sandbox connects to the decoy's address with the bound Host:
+		// the request, with the credentials, reaches the bound host.
+		resp, body := n.httpDo(t, w5, "POST", "http://api.vault.test/echo?k={{SUB}}", "application/json", `{"k":"{{SUB}}"}`,
+			"Authorization", "Bearer placeholder", "X-Sub", "{{SUB}}")
+		if resp.StatusCode != 200 || resp.Header.Get("X-Origin") != "bound" {
+			t.Fatalf("answer %d from %q; want 200 from the bound host", resp.StatusCode, resp.Header.Get("X-Origin"))
+		}
+		got, _ := boundHTTP.received("api.vault.test/echo")
+		if got.Header.Get("Authorization") != "Bearer netns-s3cret-123" || got.Header.Get("X-Sub") != sub ||
+			got.Target != "/echo?k=netns-sub%26s3cret%2F456" || got.Body != `{"k":"netns-sub\u0026s3cret/456"}` {
+			t.Fatalf("bound host got %+v", got)
+		}
+		if decoyHTTP.count() != 0 {
+			t.Fatalf("the address the sandbox connected to received a request")
+		}
+		for _, s := range []string{"netns-s3cret-123", sub, "netns-sub%26s3cret", `netns-sub\u0026s3cret`, `netns-sub\\u0026s3cret`} {
+			if strings.Contains(body, s) {
+				t.Fatalf("the sandbox read a secret back (%q): %s", s, body)
+			}
+		}
+		// Another Host on port 80 goes where the sandbox connected, with
+		// the placeholders as the sandbox wrote them.
+		resp, _ = n.httpDo(t, w5, "POST", "http://other.test/echo?k={{SUB}}", "text/plain", "{{SUB}}", "X-Sub", "{{SUB}}")
+		got, _ = decoyHTTP.received("other.test/echo")
+		if resp.Header.Get("X-Origin") != "decoy" || got.Header.Get("X-Sub") != "{{SUB}}" || got.Body != "{{SUB}}" ||
+			got.Header.Get("Authorization") != "" || !strings.Contains(got.Target, "{{SUB}}") {
+			t.Fatalf("unbound request: answered by %q, origin got %+v", resp.Header.Get("X-Origin"), got)
 		}
 	})
 	t.Run("killing the sidecar leaves no egress", func(t *testing.T) {
@@ -398,6 +441,33 @@ func (n *egressNet) httpsGet(t *testing.T, caFile, host, ip, path string) string
 		t.Fatalf("GET https://%s%s = %d %s", host, path, resp.StatusCode, b)
 	}
 	return string(b)
+}
+
+// httpDo sends one plain-HTTP request from the sandbox, connecting to
+// ip:80 whatever the URL names, and returns the answer and its body.
+func (n *egressNet) httpDo(t *testing.T, ip, method, url, ctype, body string, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return n.dial(n.Sandbox, network, net.JoinHostPort(ip, "80"), 2*time.Second)
+		},
+	}}
+	defer hc.CloseIdleConnections()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", ctype)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s from the sandbox: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
 }
 
 // TestEgressSidecarNetnsDNSMode checks the "dns" enforcement mode: names

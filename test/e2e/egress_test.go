@@ -28,6 +28,7 @@ func TestEgressDocker(t *testing.T) {
 		"wild.test":        gw,
 	}
 	world := startEgressWorld(t, gw, "0", "443", zone, hostListen)
+	plainWorld := startPlainOrigin(t, "plain", gw, "80", hostListen)
 	s := startServer(t, serverOpts{extraTOML: fmt.Sprintf(`
 [egress]
 mode = "dns+nft"
@@ -179,6 +180,39 @@ upstream_ca_file = %q
 		got, _ := world.received("other.vault.test/plain")
 		if got == nil || got.Get("Authorization") != "" || got.Get("X-Api-Key") != "" || got.Get("X-Custom") != "" {
 			t.Errorf("unbound host received %v", got)
+		}
+	})
+	t.Run("plain HTTP binding with substitutions", func(t *testing.T) {
+		// A passthrough binding injects no header: only its placeholders
+		// are replaced, on the bound host only.
+		_, err := sb.CredentialVault().Patch(ctx, sandbox.PatchCredentialVaultRequest{Bindings: &sandbox.CredentialBindingMutations{Add: []sandbox.CredentialBinding{{
+			Name:  "plain",
+			Match: sandbox.CredentialMatch{Schemes: []string{"http"}, Hosts: []string{"api.vault.test"}},
+			Auth: sandbox.CredentialAuth{Type: sandbox.CredentialAuthPassthrough, Substitutions: []sandbox.CredentialSubstitution{
+				{Credential: "apikey", Placeholder: "__APIKEY__", In: []string{"header", "query"}},
+			}},
+		}}}})
+		if err != nil {
+			t.Fatalf("vault Patch: %v", err)
+		}
+		out, code := run("curl -sS --max-time 10 -H 'X-Key: __APIKEY__' 'http://api.vault.test/plain?k=__APIKEY__'")
+		if code != 0 {
+			t.Fatalf("curl http://api.vault.test: exit %d %q", code, out)
+		}
+		got, _ := plainWorld.received("api.vault.test/plain")
+		if got.Header.Get("X-Key") != secrets["apikey"] || got.Target != "/plain?k="+secrets["apikey"] {
+			t.Errorf("bound host got %+v; want the placeholders replaced", got)
+		}
+		if strings.Contains(out, secrets["apikey"]) || !strings.Contains(out, "********") {
+			t.Errorf("echo not masked: %q", out)
+		}
+		// Another host on port 80 gets the placeholders as they are.
+		if out, code := run("curl -sS --max-time 10 -H 'X-Key: __APIKEY__' 'http://other.vault.test/plain?k=__APIKEY__'"); code != 0 {
+			t.Fatalf("curl http://other.vault.test: exit %d %q", code, out)
+		}
+		got, _ = plainWorld.received("other.vault.test/plain")
+		if got.Header.Get("X-Key") != "__APIKEY__" || got.Target != "/plain?k=__APIKEY__" {
+			t.Errorf("unbound host got %+v; want the placeholders untouched", got)
 		}
 	})
 	t.Run("patch applies without restart", func(t *testing.T) {

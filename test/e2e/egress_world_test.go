@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -183,4 +184,60 @@ func newLeaf(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, names 
 		t.Fatal(err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// plainOrigin is a plain-HTTP origin (port 80 for the credential proxy's
+// plain side) that records each request and echoes it back (target,
+// headers, body), as debug endpoints do: the proxy must mask the secrets
+// in the echo.
+type plainOrigin struct {
+	name string
+	mu   sync.Mutex
+	seen map[string]plainRequest // Host + path → the last request
+}
+
+// plainRequest is what a plainOrigin received.
+type plainRequest struct {
+	Target string      `json:"target"`
+	Header http.Header `json:"header"`
+	Body   string      `json:"body"`
+}
+
+// startPlainOrigin serves a plainOrigin named name on ip:port.
+func startPlainOrigin(t *testing.T, name, ip, port string, lf listenFuncs) *plainOrigin {
+	t.Helper()
+	o := &plainOrigin{name: name, seen: map[string]plainRequest{}}
+	ln, err := lf.tcp(net.JoinHostPort(ip, port))
+	if err != nil {
+		t.Fatalf("plain origin %s on %s:%s: %v", name, ip, port, err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		req := plainRequest{Target: r.RequestURI, Header: r.Header.Clone(), Body: string(b)}
+		o.mu.Lock()
+		o.seen[r.Host+r.URL.Path] = req
+		o.mu.Unlock()
+		rw.Header().Set("X-Origin", o.name)
+		rw.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(rw).Encode(req)
+	})}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close(); <-done })
+	return o
+}
+
+// received returns the last request for host+path.
+func (o *plainOrigin) received(hostPath string) (plainRequest, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	r, ok := o.seen[hostPath]
+	return r, ok
+}
+
+// count is how many distinct host+paths were requested.
+func (o *plainOrigin) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.seen)
 }

@@ -90,7 +90,7 @@ func TestExecdSessions(t *testing.T) {
 	done := make(chan execution, 1)
 	go func() { done <- run("sleep 300") }()
 	poll(t, "session run to start", func() bool {
-		return processRunning("sleep", "300")
+		return processRunningUnder(p.cmd.Process.Pid, "sleep", "300")
 	})
 	p.call(t, "DELETE", "/command?id="+cs.SessionID, nil, 200, nil)
 	if ex := <-done; ex.exit != 143 {
@@ -106,16 +106,41 @@ func TestExecdSessions(t *testing.T) {
 	p.call(t, "POST", "/session", nil, 200, &cs)
 }
 
-// processRunning reports whether a process with exactly this command line exists.
-func processRunning(argv ...string) bool {
+// processRunningUnder reports whether a descendant of the process root has
+// exactly this command line. Only descendants count: another test (or a
+// second checkout's run) may have the same command running elsewhere on
+// the machine, and seeing that one made an interrupt land before this
+// test's command had started.
+func processRunningUnder(root int, argv ...string) bool {
 	want := strings.Join(argv, "\x00") + "\x00"
+	parent := map[int]int{}
+	var matches []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
 			continue
 		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The command name in stat is parenthesised and may hold spaces;
+		// the parent pid is the second field after its closing paren.
+		if i := bytes.LastIndexByte(stat, ')'); i >= 0 {
+			if f := strings.Fields(string(stat[i+1:])); len(f) > 1 {
+				parent[pid], _ = strconv.Atoi(f[1])
+			}
+		}
 		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && string(b) == want {
-			return true
+			matches = append(matches, pid)
+		}
+	}
+	for _, pid := range matches {
+		for seen := 0; pid > 1 && seen < len(parent); seen++ {
+			if pid = parent[pid]; pid == root {
+				return true
+			}
 		}
 	}
 	return false

@@ -87,9 +87,12 @@ func TestImageBase(t *testing.T) {
 	if !slices.Equal(c.Cmd, []string{"/bin/bash"}) || c.WorkingDir != "/" || !slices.Contains(c.Env, "LANG=C.UTF-8") {
 		t.Errorf("config: Cmd %q, WorkingDir %q, Env %q; want [/bin/bash], / and LANG=C.UTF-8", c.Cmd, c.WorkingDir, c.Env)
 	}
-	hashID, err := osexec.Command("docker", "image", "inspect", "--format", "{{.Id}}", "opensandbox/base:"+hash).Output()
-	if err != nil || strings.TrimSpace(string(hashID)) != img.ID {
-		t.Errorf("opensandbox/base:%s = %q (%v), want the same image as latest (%s)", hash, hashID, err, img.ID)
+	// The hash tag and upstream's version tags are the latest image.
+	for _, tag := range []string{hash, "v1.0.1", "v1.0.2", "v1.1.0"} {
+		id, err := osexec.Command("docker", "image", "inspect", "--format", "{{.Id}}", "opensandbox/base:"+tag).Output()
+		if err != nil || strings.TrimSpace(string(id)) != img.ID {
+			t.Errorf("opensandbox/base:%s = %q (%v), want the same image as latest (%s)", tag, id, err, img.ID)
+		}
 	}
 
 	for _, tt := range []struct {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -233,8 +234,14 @@ func (p *serverProc) execd(t *testing.T, id string, serverProxy bool) *execdProc
 		e.client = &http.Client{Transport: &tokenTransport{p: e}, Timeout: 60 * time.Second}
 		return e
 	}
+	// A Docker bridge endpoint puts execd under /proxy/44772: the document
+	// names its routes without that prefix.
+	u, err := url.Parse(e.base)
+	if err != nil {
+		t.Fatalf("endpoint %q: %v", ep.Endpoint, err)
+	}
 	spec := openapitest.Load(t, "api/execd.yaml")
-	e.client = &http.Client{Transport: spec.Transport(t, &tokenTransport{p: e}), Timeout: 60 * time.Second}
+	e.client = &http.Client{Transport: spec.TransportUnder(t, u.EscapedPath(), &tokenTransport{p: e}), Timeout: 60 * time.Second}
 	return e
 }
 

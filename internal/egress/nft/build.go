@@ -167,6 +167,10 @@ func build(c *nftables.Conn, t *nftables.Table, r Rules, guard bool) error {
 		c.AddRule(&nftables.Rule{Table: t, Chain: nat, Exprs: concat(
 			oifnameNot("lo"), l4proto(unix.IPPROTO_TCP), dport(443), redirectTo(r.TLSProxyPort))})
 	}
+	if r.HTTPProxyPort != 0 {
+		c.AddRule(&nftables.Rule{Table: t, Chain: nat, Exprs: concat(
+			oifnameNot("lo"), l4proto(unix.IPPROTO_TCP), dport(80), redirectTo(r.HTTPProxyPort))})
+	}
 	return nil
 }
 

@@ -28,8 +28,8 @@
 //
 // A nat output chain redirects udp/tcp dport 53 to the DNS proxy port,
 // except packets carrying mark 0x1, so processes cannot pick another
-// resolver; with Rules.TLSProxyPort it also redirects tcp dport 443 on
-// non-loopback routes to the credential proxy.
+// resolver; with Rules.TLSProxyPort (HTTPProxyPort) it also redirects tcp
+// dport 443 (80) on non-loopback routes to the credential proxy.
 //
 //	ns, _ := netns.GetFromName("sandbox")
 //	fw, err := nft.New(ns)
@@ -98,6 +98,10 @@ type Rules struct {
 	// The egress chain still judges each such connection by its original
 	// destination.
 	TLSProxyPort uint16
+	// HTTPProxyPort, when set, receives TCP connections to port 80 on any
+	// non-loopback destination: the credential proxy's plain-HTTP side,
+	// judged by the egress chain by the original destination too.
+	HTTPProxyPort uint16
 	// BlockDoH drops tcp/udp port 443 to DoHBlockCIDRs (DNS-over-HTTPS
 	// resolvers), or to every address when the list is empty.
 	BlockDoH      bool

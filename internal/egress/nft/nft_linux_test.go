@@ -337,46 +337,56 @@ func TestApplyReplacesAndRemove(t *testing.T) {
 }
 
 // TestTLSRedirect checks the credential proxy's transparent mode: port-443
-// connections to allowed addresses land on the local proxy port with their
-// original destination recoverable; denied ones are still dropped.
+// (TLS proxy) and port-80 (plain-HTTP proxy) connections to allowed
+// addresses land on the local proxy ports with their original destination
+// recoverable; denied ones are still dropped.
 func TestTLSRedirect(t *testing.T) {
 	tn := setupNet(t)
 	ctx := context.Background()
-	var ln net.Listener
+	var tlsLn, httpLn net.Listener
 	inNS(t, tn.sandbox, func() error {
 		var err error
-		ln, err = net.Listen("tcp", "127.0.0.1:0")
+		if tlsLn, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return err
+		}
+		httpLn, err = net.Listen("tcp", "127.0.0.1:0")
 		return err
 	})
-	t.Cleanup(func() { ln.Close() })
+	t.Cleanup(func() { tlsLn.Close(); httpLn.Close() })
 	f := newFirewall(t, tn)
 	t.Cleanup(func() { _ = f.Remove(ctx) })
 	if err := f.Apply(ctx, Rules{
-		DefaultDeny:  true,
-		AllowCIDRs:   []netip.Prefix{hostPrefix(tn.world1)},
-		TLSProxyPort: uint16(ln.Addr().(*net.TCPAddr).Port),
+		DefaultDeny:   true,
+		AllowCIDRs:    []netip.Prefix{hostPrefix(tn.world1)},
+		TLSProxyPort:  uint16(tlsLn.Addr().(*net.TCPAddr).Port),
+		HTTPProxyPort: uint16(httpLn.Addr().(*net.TCPAddr).Port),
 	}); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
-	got := make(chan netip.AddrPort, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			close(got)
-			return
+	for _, tt := range []struct {
+		ln   net.Listener
+		port uint16
+	}{{tlsLn, 443}, {httpLn, 80}} {
+		got := make(chan netip.AddrPort, 1)
+		go func() {
+			c, err := tt.ln.Accept()
+			if err != nil {
+				close(got)
+				return
+			}
+			defer c.Close()
+			dst, err := OriginalDst(c)
+			if err != nil {
+				t.Errorf("OriginalDst: %v", err)
+			}
+			got <- dst
+		}()
+		tn.mustConnect(t, tn.world1, int(tt.port))
+		if dst := <-got; dst != netip.AddrPortFrom(tn.world1, tt.port) {
+			t.Fatalf("original destination = %v; want %v:%d", dst, tn.world1, tt.port)
 		}
-		defer c.Close()
-		dst, err := OriginalDst(c)
-		if err != nil {
-			t.Errorf("OriginalDst: %v", err)
-		}
-		got <- dst
-	}()
-	tn.mustConnect(t, tn.world1, 443)
-	if dst := <-got; dst != netip.AddrPortFrom(tn.world1, 443) {
-		t.Fatalf("original destination = %v; want %v:443", dst, tn.world1)
+		tn.mustBeDropped(t, tn.world2, int(tt.port))
 	}
-	tn.mustBeDropped(t, tn.world2, 443)
 	// Other ports to allowed addresses are not redirected.
 	tn.mustConnect(t, tn.world1, tn.httpPort)
 }

@@ -21,9 +21,12 @@ import (
 const (
 	DefaultListen       = ":18080"
 	DefaultTLSProxyAddr = "127.0.0.1:18081"
-	DefaultCAFile       = "/run/opensandbox/egress/ca.pem"
-	DefaultRulesDir     = "/var/egress/rules"
-	DefaultAlwaysReload = 60 * time.Second
+	// DefaultHTTPProxyAddr receives the sandbox's redirected port-80
+	// connections when the credential proxy is on.
+	DefaultHTTPProxyAddr = "127.0.0.1:18082"
+	DefaultCAFile        = "/run/opensandbox/egress/ca.pem"
+	DefaultRulesDir      = "/var/egress/rules"
+	DefaultAlwaysReload  = 60 * time.Second
 )
 
 // Config is the sidecar's whole configuration.
@@ -72,6 +75,8 @@ type Config struct {
 	CredentialProxy bool
 	// TLSProxyAddr is where the TLS proxy listens (loopback).
 	TLSProxyAddr string
+	// HTTPProxyAddr is where the plain-HTTP proxy listens (loopback).
+	HTTPProxyAddr string
 	// CAFile receives the per-sandbox CA certificate (never its key).
 	CAFile string
 	// StartMarker, when set, is a file the sidecar creates at its first
@@ -104,6 +109,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		ResolvConf:      "/etc/resolv.conf",
 		AlwaysReload:    DefaultAlwaysReload,
 		TLSProxyAddr:    DefaultTLSProxyAddr,
+		HTTPProxyAddr:   DefaultHTTPProxyAddr,
 		CAFile:          or(getenv("OPENSANDBOX_EGRESS_CA_FILE"), DefaultCAFile),
 		UpstreamCAFile:  getenv("OPENSANDBOX_EGRESS_UPSTREAM_CA_FILE"),
 		StartMarker:     getenv("OPENSANDBOX_EGRESS_START_MARKER"),
@@ -199,6 +205,13 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			bad("OPENSANDBOX_EGRESS_MITMPROXY_PORT", fmt.Errorf("%q is not a port", v))
 		}
 		c.TLSProxyAddr = net.JoinHostPort("127.0.0.1", v)
+	}
+	if v := getenv("OPENSANDBOX_EGRESS_HTTP_PROXY_PORT"); v != "" {
+		p, err := strconv.ParseUint(v, 10, 16)
+		if err != nil || p == 0 {
+			bad("OPENSANDBOX_EGRESS_HTTP_PROXY_PORT", fmt.Errorf("%q is not a port", v))
+		}
+		c.HTTPProxyAddr = net.JoinHostPort("127.0.0.1", v)
 	}
 	return c, errors.Join(errs...)
 }

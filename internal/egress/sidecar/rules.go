@@ -19,7 +19,7 @@ import (
 // In dns mode only the DNS redirect and the DoT block are programmed: IP
 // rules are not enforced and unmatched traffic is accepted.
 func firewallRules(p *policy.Policy, o fwOptions) nft.Rules {
-	r := nft.Rules{DNSProxyPort: o.dnsPort, TLSProxyPort: o.tlsPort, BlockDoH: o.blockDoH, DoHBlockCIDRs: o.dohList,
+	r := nft.Rules{DNSProxyPort: o.dnsPort, TLSProxyPort: o.tlsPort, HTTPProxyPort: o.httpPort, BlockDoH: o.blockDoH, DoHBlockCIDRs: o.dohList,
 		APIPort: o.apiPort, APIAllowFrom: o.apiAllow}
 	if o.mode != sandbox.EgressEnforcementDNSNft {
 		return r
@@ -51,6 +51,7 @@ func firewallRules(p *policy.Policy, o fwOptions) nft.Rules {
 type fwOptions struct {
 	mode             string
 	dnsPort, tlsPort uint16
+	httpPort         uint16 // plain-HTTP credential proxy
 	blockDoH         bool
 	dohList          []netip.Prefix
 	apiPort          uint16

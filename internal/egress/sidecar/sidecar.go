@@ -71,9 +71,9 @@ func Run(ctx context.Context, cfg Config) error {
 
 	// The TLS proxy's listener is bound before the firewall names its port.
 	var (
-		tlsLn   net.Listener
-		tlsPort uint16
-		ca      *tlsproxy.CA
+		tlsLn, httpLn     net.Listener
+		tlsPort, httpPort uint16
+		ca                *tlsproxy.CA
 	)
 	if cfg.CredentialProxy {
 		if tlsLn, err = net.Listen("tcp", cfg.TLSProxyAddr); err != nil {
@@ -81,6 +81,11 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		defer tlsLn.Close()
 		tlsPort = uint16(tlsLn.Addr().(*net.TCPAddr).Port)
+		if httpLn, err = net.Listen("tcp", cfg.HTTPProxyAddr); err != nil {
+			return fmt.Errorf("egress: plain-HTTP credential proxy listener: %w", err)
+		}
+		defer httpLn.Close()
+		httpPort = uint16(httpLn.Addr().(*net.TCPAddr).Port)
 		if ca, err = tlsproxy.NewCA(cfg.SandboxID); err != nil {
 			return fmt.Errorf("egress: credential proxy CA: %w", err)
 		}
@@ -118,7 +123,7 @@ func Run(ctx context.Context, cfg Config) error {
 	apply := func(ctx context.Context, p *policy.Policy) error {
 		fwMu.Lock()
 		defer fwMu.Unlock()
-		rules := firewallRules(p, fwOptions{mode: cfg.Mode, dnsPort: dnsPort, tlsPort: tlsPort,
+		rules := firewallRules(p, fwOptions{mode: cfg.Mode, dnsPort: dnsPort, tlsPort: tlsPort, httpPort: httpPort,
 			blockDoH: cfg.BlockDoH, dohList: cfg.DoHBlocklist, apiPort: apiPort, apiAllow: apiAllow})
 		if cfg.Mode == sandbox.EgressEnforcementDNSNft {
 			rules.Dynamic = learnt.keep(p)
@@ -229,6 +234,7 @@ func Run(ctx context.Context, cfg Config) error {
 			OriginalDst: originalDst(log),
 			ExtraRoots:  roots,
 			Dial:        dialer.DialContext,
+			Resolve:     boundResolver(store, upstreamResolvers(upstreams, cfg.DNSTimeout)),
 			Logger:      log.With("component", "credential-proxy"),
 		})
 		if err != nil {
@@ -241,6 +247,14 @@ func Run(ctx context.Context, cfg Config) error {
 				return fmt.Errorf("egress: credential proxy listener (IPv6): %w", err)
 			}
 			start("credential proxy (IPv6)", func() error { return proxy.Serve(ctx, ln6) })
+		}
+		start("plain-HTTP credential proxy", func() error { return proxy.ServePlain(ctx, httpLn) })
+		if ipv6 && isIPv4Loopback(cfg.HTTPProxyAddr) {
+			ln6, err := net.Listen("tcp", net.JoinHostPort("::1", strconv.Itoa(int(httpPort))))
+			if err != nil {
+				return fmt.Errorf("egress: plain-HTTP credential proxy listener (IPv6): %w", err)
+			}
+			start("plain-HTTP credential proxy (IPv6)", func() error { return proxy.ServePlain(ctx, ln6) })
 		}
 		proxyReady.Store(true)
 	}
@@ -369,21 +383,84 @@ func originalDst(log *slog.Logger) func(net.Conn) (string, int) {
 	}
 }
 
-// checkBindings refuses bindings the proxy could never serve: hosts the
-// network policy would not let the sandbox reach, ports it does not
-// intercept, and plain HTTP. A credential over plain HTTP is not tied to
-// its destination (no certificate to verify), so a sandbox could send it
-// to any address under a bound Host header.
+// upstreamResolvers returns one resolver per upstream, in order, whose
+// queries carry the bypass mark.
+func upstreamResolvers(upstreams []string, timeout time.Duration) []*net.Resolver {
+	var out []*net.Resolver
+	for _, u := range upstreams {
+		addr, err := dnsproxy.ParseUpstream(u)
+		if err != nil {
+			continue // validated with the configuration; never here
+		}
+		out = append(out, &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			d := net.Dialer{Timeout: timeout, Control: sockmark.Control(nft.BypassMark)}
+			return d.DialContext(ctx, network, addr)
+		}})
+	}
+	return out
+}
+
+// lookup asks each resolver in turn until one answers; a name that does
+// not exist is an answer.
+func lookup(ctx context.Context, rs []*net.Resolver, host string) ([]netip.Addr, error) {
+	err := errors.New("no upstream resolver")
+	for _, r := range rs {
+		var addrs []netip.Addr
+		if addrs, err = r.LookupNetIP(ctx, "ip", host); err == nil {
+			return addrs, nil
+		}
+		var de *net.DNSError
+		if errors.As(err, &de) && de.IsNotFound || ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, err
+}
+
+// boundResolver resolves a host an http binding matched, for the plain-HTTP
+// proxy, which connects there instead of where the sandbox connected. The
+// name must be allowed by the current network policy, and addresses an IP
+// or CIDR rule denies are dropped: the sidecar's own connections bypass the
+// firewall, so the policy is applied here. Lookups go to the upstream
+// resolvers with the bypass mark, never through the sandbox's DNS.
+func boundResolver(store *policy.Store, rs []*net.Resolver) func(context.Context, string) ([]netip.Addr, error) {
+	return func(ctx context.Context, host string) ([]netip.Addr, error) {
+		p := store.Current()
+		if p.Decide(host) != policy.Allow {
+			return nil, fmt.Errorf("host %q is denied by the network policy", host)
+		}
+		if a, err := netip.ParseAddr(host); err == nil {
+			return []netip.Addr{a.Unmap()}, nil
+		}
+		addrs, err := lookup(ctx, rs, host)
+		if err != nil {
+			return nil, err
+		}
+		// An allowed name's addresses are reachable unless a rule denies
+		// them, as in the firewall (deny sets before the learned ones).
+		var out []netip.Addr
+		for _, a := range addrs {
+			if act, ruled := p.DecideIP(a); ruled && act == policy.Deny {
+				continue
+			}
+			out = append(out, a.Unmap())
+		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("every address of %q is denied by the network policy", host)
+		}
+		return out, nil
+	}
+}
+
+// checkBindings refuses bindings the proxies could never serve: hosts the
+// network policy would not let the sandbox reach, and ports they do not
+// intercept (only 443 for https and 80 for http are redirected to them).
 func checkBindings(p *policy.Policy, bs []vault.CredentialBinding) error {
 	for _, b := range bs {
-		for _, sc := range b.Match.Schemes {
-			if strings.EqualFold(sc, "http") {
-				return fmt.Errorf("binding %q: scheme http is not supported: without TLS a credential cannot be tied to its destination; bind https", b.Name)
-			}
-		}
 		for _, port := range b.Match.Ports {
-			if port != interceptedTLSPort {
-				return fmt.Errorf("binding %q: port %d is not intercepted by the credential proxy (only %d)", b.Name, port, interceptedTLSPort)
+			if port != interceptedTLSPort && port != interceptedHTTPPort {
+				return fmt.Errorf("binding %q: port %d is not intercepted by the credential proxy (only %d for https and %d for http)",
+					b.Name, port, interceptedTLSPort, interceptedHTTPPort)
 			}
 		}
 		for _, h := range b.Match.Hosts {
@@ -399,8 +476,11 @@ func checkBindings(p *policy.Policy, bs []vault.CredentialBinding) error {
 	return nil
 }
 
-// interceptedTLSPort is the destination port redirected to the proxy.
-const interceptedTLSPort = 443
+// The destination ports redirected to the proxies.
+const (
+	interceptedTLSPort  = 443
+	interceptedHTTPPort = 80
+)
 
 // ipv6Loopback reports whether ::1 can be bound (IPv6 is on).
 func ipv6Loopback() bool {

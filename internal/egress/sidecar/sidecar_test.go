@@ -3,10 +3,15 @@ package sidecar
 import (
 	"context"
 	"errors"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/miekg/dns"
 
 	"github.com/opensandbox-go/opensandbox/internal/egress/policy"
 	"github.com/opensandbox-go/opensandbox/internal/egress/vault"
@@ -29,12 +34,41 @@ func TestCheckBindings(t *testing.T) {
 		{"wildcard inside an allowed wildcard", bind([]string{"*.corp.test"}, nil, nil), ""},
 		{"wildcard wider than the policy", bind([]string{"*.github.com"}, nil, nil), ""},
 		{"host the policy denies", bind([]string{"evil.test"}, nil, nil), "not allowed by the network policy"},
-		{"plain http", bind([]string{"api.github.com"}, []string{"https", "http"}, []int{443}), "scheme http is not supported"},
+		{"plain http", bind([]string{"api.github.com"}, []string{"https", "http"}, nil), ""},
+		{"plain http, standard ports given", bind([]string{"api.github.com"}, []string{"http"}, []int{80, 443}), ""},
+		{"plain http, host the policy denies", bind([]string{"evil.test"}, []string{"http"}, nil), "not allowed by the network policy"},
 		{"other port", bind([]string{"api.github.com"}, []string{"https"}, []int{8443}), "port 8443 is not intercepted"},
+		{"other plain port", bind([]string{"api.github.com"}, []string{"http"}, []int{8080}), "port 8080 is not intercepted"},
 	} {
 		err := checkBindings(p, tt.bs)
 		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
 			t.Errorf("%s: err = %v; want %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+// TestBoundResolverPolicy checks that the plain-HTTP proxy's resolver
+// refuses what the network policy denies before any lookup.
+func TestBoundResolverPolicy(t *testing.T) {
+	p, err := policy.Parse([]byte(`{"defaultAction":"deny","egress":[{"action":"allow","target":"192.0.2.7"}]}`), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := policy.NewStore(p, policy.AlwaysFiles{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	noLookup := &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+		t.Error("a lookup was made")
+		return nil, errors.New("no lookups in this test")
+	}}
+	resolve := boundResolver(store, []*net.Resolver{noLookup})
+	if got, err := resolve(context.Background(), "192.0.2.7"); err != nil || len(got) != 1 || got[0] != netip.MustParseAddr("192.0.2.7") {
+		t.Errorf("allowed IP: %v, %v; want itself", got, err)
+	}
+	for _, host := range []string{"192.0.2.8", "denied.test"} {
+		if got, err := resolve(context.Background(), host); err == nil || !strings.Contains(err.Error(), "denied by the network policy") {
+			t.Errorf("%s: %v, %v; want denied by the network policy", host, got, err)
 		}
 	}
 }
@@ -114,5 +148,58 @@ func TestStartMarker(t *testing.T) {
 	os.WriteFile(file, nil, 0o600)
 	if err := claimFirstStart(filepath.Join(file, "started")); err == nil || errors.Is(err, ErrRestarted) {
 		t.Fatalf("marker under a regular file: err = %v; want a create error", err)
+	}
+}
+
+// TestBoundResolverLookup checks the lookup itself: a failing upstream is
+// skipped, addresses a rule denies are dropped, NXDOMAIN is final.
+func TestBoundResolverLookup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the upstream resolvers set SO_MARK, which needs CAP_NET_ADMIN")
+	}
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(q)
+		switch {
+		case q.Question[0].Name != "bound.test.":
+			m.Rcode = dns.RcodeNameError
+		case q.Question[0].Qtype == dns.TypeA:
+			for _, ip := range []string{"192.0.2.9", "192.0.2.10"} {
+				m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: "bound.test.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 30}, A: net.ParseIP(ip)})
+			}
+		}
+		_ = w.WriteMsg(m)
+	})}
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
+	go func() { _ = srv.ActivateAndServe() }()
+	<-started
+	t.Cleanup(func() { _ = srv.Shutdown() })
+
+	p, err := policy.Parse([]byte(`{"defaultAction":"deny","egress":[{"action":"deny","target":"192.0.2.10"},{"action":"allow","target":"*.test"},{"action":"allow","target":"bound.test"}]}`), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := policy.NewStore(p, policy.AlwaysFiles{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+		return nil, errors.New("upstream down")
+	}}
+	resolve := boundResolver(store, []*net.Resolver{down, upstreamResolvers([]string{pc.LocalAddr().String()}, time.Second)[0]})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, err := resolve(ctx, "bound.test")
+	if err != nil || len(got) != 1 || got[0] != netip.MustParseAddr("192.0.2.9") {
+		t.Errorf("bound.test = %v, %v; want 192.0.2.9 only (the second address is denied by a rule)", got, err)
+	}
+	var de *net.DNSError
+	if _, err := resolve(ctx, "missing.test"); !errors.As(err, &de) || !de.IsNotFound {
+		t.Errorf("missing.test: %v; want not found", err)
 	}
 }

@@ -1,10 +1,16 @@
 // Package tlsproxy is the egress sidecar's credential-injecting TLS proxy. It
 // holds a per-sandbox certificate authority (generated at start, exported as
 // PEM for the sandbox to trust, never reused), mints leaf certificates per
-// server name on demand, terminates the sandbox's HTTPS connections, adds the
-// auth headers an Injector (the credential vault) binds to each request and
+// server name on demand, terminates the sandbox's HTTPS connections, applies
+// what an Injector (the credential vault) binds to each request (auth
+// headers, placeholders replaced by secrets; see package inject) and
 // forwards the request to the real origin over TLS verified against the
 // system roots.
+//
+// ServePlain is the same proxy for plain HTTP (port 80): without a
+// certificate to tie a request to a name, a request a binding matches is
+// sent to the bound host, resolved by Config.Resolve, never to the address
+// the sandbox connected to.
 //
 // Only connections a binding could match are terminated. The proxy reads
 // each connection's ClientHello without answering it; when the Injector (as
@@ -14,13 +20,14 @@
 // decision is per connection, taken when it opens.
 //
 // Only HTTP/1.1 is spoken on terminated connections (ALPN offers http/1.1
-// only). Bodies stream both ways; nothing is buffered whole. Header values
+// only). Bodies stream both ways; only a request body with substitutions
+// of at most 1 MiB is read whole (to keep its Content-Length exact). Header values
 // and payload are never logged. Origin connections are kept alive and reused (and their TLS
 // sessions resumed) only for the same original destination and server
 // name; credentials are per request, never per connection.
 //
-// The package uses the standard library only and must not import the vault
-// package: consumers hand it anything with a Match method (and, optionally,
+// The package uses the standard library (and package inject) only and must
+// not import the vault package: consumers hand it anything with a Match method (and, optionally,
 // MayMatch).
 package tlsproxy
 

@@ -2,6 +2,7 @@ package tlsproxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/opensandbox-go/opensandbox/internal/egress/inject"
 )
 
 // The upstream side is a plain HTTP/1.1 client on the handler's goroutine:
@@ -69,6 +72,14 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, f *forward) {
 		p.fail(w, r, f, fmt.Errorf("client tried to switch to invalid protocol %q", upType))
 		return
 	}
+	if f.plan != nil {
+		f.secrets = f.plan.Secrets()
+		f.plan.RewriteHeaders(r.Header)
+		if err := substituteBody(r, f.plan); err != nil {
+			p.fail(w, r, f, err)
+			return
+		}
+	}
 	if r.ContentLength != 0 {
 		// Let the origin read the rest of the body while it answers (echo
 		// and bidirectional streams); ignore servers that cannot.
@@ -119,9 +130,8 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, f *forward) {
 	}
 
 	removeHopByHop(resp.Header)
-	var needles []string
-	if len(f.inject) > 0 {
-		needles = secretNeedles(f.inject)
+	needles := f.secrets
+	if len(needles) > 0 {
 		redactHeader(resp.Header, needles)
 	}
 	h := w.Header()
@@ -164,6 +174,43 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, f *forward) {
 		}
 	}
 	reuse = !resp.Close && uc.br.Buffered() == 0 && body.wait()
+}
+
+// maxRewrittenBody is the largest body whose substitutions are applied in
+// memory, so that it keeps an exact Content-Length; a larger body, or one
+// of unknown length, streams with its substitutions and goes out chunked.
+const maxRewrittenBody = 1 << 20
+
+// substituteBody applies the plan's body substitutions to r's body, when
+// it has any and the body is eligible (see inject.Plan.BodyRewriter).
+func substituteBody(r *http.Request, plan *inject.Plan) error {
+	wrap := plan.BodyRewriter(r.Header)
+	if wrap == nil || r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	if r.ContentLength > 0 && r.ContentLength <= maxRewrittenBody {
+		b, err := io.ReadAll(wrap(io.LimitReader(r.Body, r.ContentLength)))
+		if err != nil {
+			// The server's body reader reports a body shorter than its
+			// Content-Length as io.ErrUnexpectedEOF.
+			return fmt.Errorf("read request body: %w", err)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		r.ContentLength = int64(len(b))
+		// The body is in hand (reading it answered the sandbox's 100
+		// Continue): the origin need not be asked.
+		r.Header.Del("Expect")
+		return nil
+	}
+	r.Body = readCloser{wrap(r.Body), r.Body}
+	r.ContentLength = -1
+	return nil
+}
+
+// readCloser reads from one reader and closes another (the original body).
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 // roundTrip writes the request head, starts the body, and reads the
@@ -221,8 +268,8 @@ func (p *Proxy) roundTrip(w http.ResponseWriter, r *http.Request, f *forward, uc
 		for k, vv := range resp.Header {
 			h[k] = vv
 		}
-		if len(f.inject) > 0 {
-			redactHeader(h, secretNeedles(f.inject))
+		if f.injected() {
+			redactHeader(h, f.secrets)
 		}
 		w.WriteHeader(code)
 		clear(h)
@@ -233,7 +280,11 @@ func (p *Proxy) roundTrip(w http.ResponseWriter, r *http.Request, f *forward, uc
 // hop-by-hop ones, the injected ones in place of the sandbox's, and the
 // framing of the body as the proxy sends it.
 func writeHead(bw *bufio.Writer, r *http.Request, f *forward, upType string) error {
-	for k, vv := range f.inject {
+	var set http.Header
+	if f.plan != nil {
+		set = f.plan.Headers
+	}
+	for k, vv := range set {
 		if !validFieldName(k) {
 			return fmt.Errorf("injected header name %q is invalid", k)
 		}
@@ -243,12 +294,7 @@ func writeHead(bw *bufio.Writer, r *http.Request, f *forward, upType string) err
 			}
 		}
 	}
-	ruri := r.URL.RequestURI()
-	if q := cleanQuery(r.URL.RawQuery); q != r.URL.RawQuery {
-		u := *r.URL
-		u.RawQuery = q
-		ruri = u.RequestURI()
-	}
+	ruri := requestURI(r.URL, f.plan)
 	bw.WriteString(r.Method)
 	bw.WriteByte(' ')
 	bw.WriteString(ruri)
@@ -257,10 +303,10 @@ func writeHead(bw *bufio.Writer, r *http.Request, f *forward, upType string) err
 	bw.WriteString("\r\n")
 	conn := r.Header["Connection"]
 	for k, vv := range r.Header {
-		if _, ok := f.inject[k]; ok || isHopHeader(k) || k == "Content-Length" {
+		if _, ok := set[k]; ok || isHopHeader(k) || k == "Content-Length" {
 			continue
 		}
-		if len(f.inject) > 0 && k == "Accept-Encoding" {
+		if f.injected() && k == "Accept-Encoding" {
 			continue // an identity-encoded answer can be scanned for echoed secrets
 		}
 		if len(conn) > 0 && namedIn(conn, k) && !isForwardingHeader(k) {
@@ -268,7 +314,7 @@ func writeHead(bw *bufio.Writer, r *http.Request, f *forward, upType string) err
 		}
 		writeHeaderLines(bw, k, vv)
 	}
-	for k, vv := range f.inject {
+	for k, vv := range set {
 		writeHeaderLines(bw, k, vv)
 	}
 	if hasToken(r.Header["Te"], "trailers") {
@@ -300,6 +346,31 @@ func writeHead(bw *bufio.Writer, r *http.Request, f *forward, upType string) err
 	}
 	_, err := bw.WriteString("\r\n")
 	return err
+}
+
+// requestURI is the request target sent to the origin: the sandbox's, with
+// an ambiguous query re-encoded and the plan's path and query placeholders
+// replaced.
+func requestURI(u *url.URL, plan *inject.Plan) string {
+	q := cleanQuery(u.RawQuery)
+	if u.Opaque != "" {
+		if q == u.RawQuery {
+			return u.RequestURI()
+		}
+		v := *u
+		v.RawQuery = q
+		return v.RequestURI()
+	}
+	path := u.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	path = plan.RewritePath(path)
+	q = plan.RewriteQuery(q)
+	if u.ForceQuery || q != "" {
+		path += "?" + q
+	}
+	return path
 }
 
 func writeHeaderLines(bw *bufio.Writer, k string, vv []string) {
@@ -467,7 +538,7 @@ func (p *Proxy) copyBody(w http.ResponseWriter, src io.Reader, uc *upConn, resp 
 // that carry injected credentials are refused a protocol switch: what flows
 // after it could not be scanned for the secrets.
 func (p *Proxy) switchProtocols(w http.ResponseWriter, r *http.Request, f *forward, uc *upConn, resp *http.Response, body *bodySender, upType string) {
-	if len(f.inject) > 0 {
+	if f.injected() {
 		p.fail(w, r, f, errors.New("protocol switch on a request with injected credentials"))
 		return
 	}
@@ -520,10 +591,10 @@ func (p *Proxy) switchProtocols(w http.ResponseWriter, r *http.Request, f *forwa
 		var err error
 		if n := brw.Reader.Buffered(); n > 0 {
 			b, _ := brw.Reader.Peek(n)
-			_, err = uc.tc.Write(b)
+			_, err = uc.conn.Write(b)
 		}
 		if err == nil {
-			_, err = io.Copy(uc.tc, conn)
+			_, err = io.Copy(uc.conn, conn)
 		}
 		if err == nil {
 			err = io.EOF
@@ -536,26 +607,11 @@ func (p *Proxy) switchProtocols(w http.ResponseWriter, r *http.Request, f *forwa
 }
 
 func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, f *forward, err error) {
-	p.log.Warn("tlsproxy: upstream request failed", "method", r.Method, "host", f.host, "port", f.port, "injected", f.inject != nil, "err", err)
+	p.log.Warn("tlsproxy: upstream request failed", "method", r.Method, "host", f.host, "port", f.port, "injected", f.injected(), "err", err)
 	if r.Context().Err() != nil {
 		return // the sandbox went away
 	}
 	w.WriteHeader(http.StatusBadGateway)
-}
-
-// secretNeedles is what to redact: every injected value and, for
-// "Scheme token" values, the token alone.
-func secretNeedles(inject http.Header) []string {
-	var needles []string
-	for _, vs := range inject {
-		for _, v := range vs {
-			needles = append(needles, v)
-			if _, tok, ok := strings.Cut(v, " "); ok && len(tok) >= 8 {
-				needles = append(needles, tok)
-			}
-		}
-	}
-	return needles
 }
 
 // redactHeader replaces every value that contains a secret.

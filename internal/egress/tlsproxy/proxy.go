@@ -9,20 +9,23 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/egress/hostname"
+	"github.com/opensandbox-go/opensandbox/internal/egress/inject"
 )
 
-// Injector gives the headers to add to a request, and true, when exactly one
-// credential binding matches it. *vault.Store implements it, and
-// HostMatcher too.
+// Injector gives what to do to a request (headers to set, placeholders to
+// replace), and true, when exactly one credential binding matches it.
+// *vault.Store implements it, and HostMatcher too.
 type Injector interface {
-	Match(scheme, host string, port int, method, path string) (http.Header, bool)
+	Match(scheme, host string, port int, method, path string) (*inject.Plan, bool)
 }
 
 // Config configures a Proxy. CA and OriginalDst are required.
@@ -43,8 +46,15 @@ type Config struct {
 	// Dial opens upstream connections (production marks them so the
 	// redirect rule skips them). Nil uses a net.Dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	// HelloTimeout bounds the wait for a connection's ClientHello, which
-	// decides between intercepting and splicing. Zero means 10 s.
+	// Resolve gives the addresses of a bound host for plain HTTP: the proxy
+	// connects a request that an http binding matched to the bound name,
+	// never to the address the sandbox chose. Production resolves through
+	// the sidecar's upstream resolver under the network policy. Nil refuses
+	// such requests (502).
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// HelloTimeout bounds the wait for a connection's ClientHello (or, for
+	// plain HTTP, its first request head), which decides between
+	// intercepting and splicing. Zero means 10 s.
 	HelloTimeout time.Duration
 	// Logger receives errors and, at debug level, one line per connection
 	// (destination, SNI name, intercepted or spliced); never header values
@@ -74,11 +84,15 @@ type connInfo struct {
 
 // forward is what the upstream exchange needs to know about one request.
 type forward struct {
-	host   string // SNI host (or destination IP without SNI): upstream TLS name
-	port   int
-	key    upstreamKey
-	inject http.Header // nil when no binding matched
+	host    string // SNI host (or destination IP without SNI), or the Host of plain HTTP
+	port    int
+	key     upstreamKey
+	plan    *inject.Plan // nil when no binding matched
+	secrets []string     // what the answer must not show: plan.Secrets()
 }
+
+// injected reports whether the request carries secrets.
+func (f *forward) injected() bool { return len(f.secrets) > 0 }
 
 // New builds a Proxy.
 func New(cfg Config) (*Proxy, error) {
@@ -105,7 +119,7 @@ func New(cfg Config) (*Proxy, error) {
 	if p.helloTimeout <= 0 {
 		p.helloTimeout = defaultHelloTimeout
 	}
-	p.upstreams = newUpstreams(roots, dial)
+	p.upstreams = newUpstreams(roots, dial, p.dialName)
 	p.tlsConfig = &tls.Config{
 		MinVersion:     tls.VersionTLS12,
 		NextProtos:     []string{"http/1.1"},
@@ -123,9 +137,25 @@ func New(cfg Config) (*Proxy, error) {
 // destination. The decision is made once per connection: a binding added
 // later applies to later connections only.
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
+	return p.serve(ctx, ln, tlsMode{p}, p.serveHTTP)
+}
+
+// ServePlain is Serve for the sandbox's plain-HTTP connections (port 80
+// redirected to ln). Each connection's first request head is read first:
+// when an http binding could match its Host the connection is served by
+// the proxy, otherwise (or when it is not HTTP) it is spliced to its
+// original destination with the bytes already read. A request an http
+// binding matches is sent to the bound host by name (Config.Resolve), never
+// to the address the sandbox connected to; every other request goes to the
+// original destination without injection.
+func (p *Proxy) ServePlain(ctx context.Context, ln net.Listener) error {
+	return p.serve(ctx, ln, plainMode{p}, p.servePlainHTTP)
+}
+
+func (p *Proxy) serve(ctx context.Context, ln net.Listener, m routeMode, handler http.HandlerFunc) error {
 	q := newConnQueue(ln.Addr())
 	srv := &http.Server{
-		Handler:           http.HandlerFunc(p.serveHTTP),
+		Handler:           handler,
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    1 << 20,
@@ -159,7 +189,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 			return
 		}
 	})
-	err := p.accept(ctx, ln, &conns, q, &wg)
+	err := p.accept(ctx, ln, m, &conns, q, &wg)
 	close(done)
 	wg.Wait()
 	if ctx.Err() != nil {
@@ -171,7 +201,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 // accept accepts connections and routes each on its own goroutine until ln
 // fails; temporary failures (out of file descriptors) are retried with
 // backoff, like net/http does.
-func (p *Proxy) accept(ctx context.Context, ln net.Listener, conns *connSet, q *connQueue, wg *sync.WaitGroup) error {
+func (p *Proxy) accept(ctx context.Context, ln net.Listener, m routeMode, conns *connSet, q *connQueue, wg *sync.WaitGroup) error {
 	var backoff time.Duration
 	for {
 		c, err := ln.Accept()
@@ -192,7 +222,7 @@ func (p *Proxy) accept(ctx context.Context, ln net.Listener, conns *connSet, q *
 			continue
 		}
 		backoff = 0
-		wg.Go(func() { p.route(ctx, c, conns, q) })
+		wg.Go(func() { p.route(ctx, c, m, conns, q) })
 	}
 }
 
@@ -206,6 +236,33 @@ func connDst(c net.Conn) *connInfo {
 		return rc.dst
 	}
 	return nil
+}
+
+// dialName connects to host (a bound name, or an IP literal) at port
+// through Config.Resolve, trying its addresses in order.
+func (p *Proxy) dialName(ctx context.Context, host, port string) (net.Conn, error) {
+	if p.cfg.Resolve == nil {
+		return nil, fmt.Errorf("no resolver for bound host %q", host)
+	}
+	addrs, err := p.cfg.Resolve(ctx, host)
+	if err != nil {
+		return nil, fmt.Errorf("resolve bound host %q: %w", host, err)
+	}
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("resolve bound host %q: no address", host)
+	}
+	var errs []error
+	for _, a := range addrs {
+		c, err := p.dial(ctx, "tcp", net.JoinHostPort(a.Unmap().String(), port))
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, fmt.Errorf("connect to bound host %q: %w", host, errors.Join(errs...))
 }
 
 // certificate mints the leaf for the SNI name, or for the destination IP
@@ -253,9 +310,46 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := &forward{host: host, port: ci.port, key: upstreamKey{addr: ci.addr, serverName: host}}
-	if p.cfg.Injector != nil {
-		if pth, ok := canonicalPath(r.URL); ok {
-			f.inject, _ = p.cfg.Injector.Match("https", host, ci.port, r.Method, pth)
+	f.plan = p.match("https", host, ci.port, r)
+	p.forward(w, r, f)
+}
+
+// match asks the Injector about a request; nil when no binding matches or
+// the path is not canonical.
+func (p *Proxy) match(scheme, host string, port int, r *http.Request) *inject.Plan {
+	if p.cfg.Injector == nil {
+		return nil
+	}
+	pth, ok := canonicalPath(r.URL)
+	if !ok {
+		return nil
+	}
+	plan, _ := p.cfg.Injector.Match(scheme, host, port, r.Method, pth)
+	return plan
+}
+
+// servePlainHTTP handles one request of an intercepted plain-HTTP
+// connection. Without TLS nothing ties the connection to a name, so a
+// request that a binding matches is sent to the bound host itself,
+// resolved by the sidecar, and never to the address the sandbox chose:
+// a sandbox that sends a bound Host header to an address of its own gets
+// its request, with the credential, delivered to the bound host.
+func (p *Proxy) servePlainHTTP(w http.ResponseWriter, r *http.Request) {
+	ci, _ := r.Context().Value(connKey{}).(*connInfo)
+	if ci == nil || ci.host == "" || ci.port == 0 {
+		http.Error(w, "original destination unknown", http.StatusBadGateway)
+		return
+	}
+	if r.Method == http.MethodConnect {
+		http.Error(w, "CONNECT is not supported", http.StatusMethodNotAllowed)
+		return
+	}
+	host := normHost(r.Host) // the URL's host for an absolute-form target
+	f := &forward{host: host, port: ci.port, key: upstreamKey{addr: ci.addr, plain: true}}
+	if host != "" {
+		if plan := p.match("http", host, ci.port, r); plan != nil {
+			f.plan = plan
+			f.key = upstreamKey{addr: net.JoinHostPort(host, strconv.Itoa(ci.port)), serverName: host, plain: true, byName: true}
 		}
 	}
 	p.forward(w, r, f)

@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opensandbox-go/opensandbox/internal/egress/inject"
 	"github.com/opensandbox-go/opensandbox/internal/egress/vault"
 )
 
@@ -616,6 +617,6 @@ func TestPoolKeyedByOriginalDst(t *testing.T) {
 // intercepts every connection (its behaviour before HostMatcher existed).
 type noHostMatcher struct{}
 
-func (noHostMatcher) Match(string, string, int, string, string) (http.Header, bool) {
+func (noHostMatcher) Match(string, string, int, string, string) (*inject.Plan, bool) {
 	return nil, false
 }

@@ -1,11 +1,13 @@
 package tlsproxy
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -13,12 +15,12 @@ import (
 )
 
 // HostMatcher is an optional capability of an Injector: MayMatch reports
-// whether some https request to host and port could match a binding,
-// whatever its method and path. With it the proxy intercepts only such
-// connections and splices the others to their destination untouched.
-// *vault.Store implements it.
+// whether some request with this scheme (https or http) to host and port
+// could match a binding, whatever its method and path. With it the proxy
+// intercepts only such connections and splices the others to their
+// destination untouched. *vault.Store implements it.
 type HostMatcher interface {
-	MayMatch(host string, port int) bool
+	MayMatch(scheme, host string, port int) bool
 }
 
 // Limits of reading a ClientHello before deciding. A ClientHello is a few
@@ -183,11 +185,60 @@ func (s *connSet) closeAll() {
 	clear(s.m)
 }
 
-// route handles one accepted sandbox connection: it reads the ClientHello,
-// then hands the connection to the HTTP server (intercept) or splices it to
-// its original destination. It returns when the connection is handed over
-// or the splice ends.
-func (p *Proxy) route(ctx context.Context, raw net.Conn, conns *connSet, q *connQueue) {
+// routeMode is what differs between TLS and plain-HTTP connections: how
+// the first bytes are read and the connection handed to the HTTP server.
+type routeMode interface {
+	// peek reads the first flight and returns it with the host it names
+	// (SNI, or Host header), "" when it names none.
+	peek(c net.Conn) (recorded []byte, host string, err error)
+	// scheme is the binding scheme of the connection's requests.
+	scheme() string
+	// spliceUnreadable says what to do when peek fails: splice what was
+	// read (plain TCP on port 80 that is not HTTP) or close.
+	spliceUnreadable() bool
+	// serverConn wraps an intercepted connection for the HTTP server.
+	serverConn(c *replayConn) net.Conn
+}
+
+type tlsMode struct{ p *Proxy }
+
+func (m tlsMode) peek(c net.Conn) ([]byte, string, error) { return peekHello(c, m.p.helloTimeout) }
+func (tlsMode) scheme() string                            { return "https" }
+func (tlsMode) spliceUnreadable() bool                    { return false }
+func (m tlsMode) serverConn(c *replayConn) net.Conn       { return tls.Server(c, m.p.tlsConfig) }
+
+type plainMode struct{ p *Proxy }
+
+func (m plainMode) peek(c net.Conn) ([]byte, string, error) {
+	return peekRequest(c, m.p.helloTimeout)
+}
+func (plainMode) scheme() string                    { return "http" }
+func (plainMode) spliceUnreadable() bool            { return true }
+func (plainMode) serverConn(c *replayConn) net.Conn { return c }
+
+// peekRequest reads a plain-HTTP connection's first request head without
+// answering it and returns the bytes read and its Host (the URL's host for
+// an absolute-form target).
+func peekRequest(c net.Conn, timeout time.Duration) (recorded []byte, host string, err error) {
+	if err := c.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+		return nil, "", err
+	}
+	rec := &helloRecorder{Conn: c}
+	req, rerr := http.ReadRequest(bufio.NewReaderSize(rec, 4<<10))
+	if err := c.SetReadDeadline(time.Time{}); err != nil {
+		return nil, "", err
+	}
+	if rerr != nil {
+		return rec.buf, "", rerr
+	}
+	return rec.buf, req.Host, nil
+}
+
+// route handles one accepted sandbox connection: it reads the ClientHello
+// (or first request head), then hands the connection to the HTTP server
+// (intercept) or splices it to its original destination. It returns when
+// the connection is handed over or the splice ends.
+func (p *Proxy) route(ctx context.Context, raw net.Conn, m routeMode, conns *connSet, q *connQueue) {
 	if !conns.add(raw) {
 		return
 	}
@@ -212,12 +263,19 @@ func (p *Proxy) route(ctx context.Context, raw net.Conn, conns *connSet, q *conn
 		p.log.Debug("tlsproxy: connection closed: made to the proxy itself", "dest", dst.addr)
 		return
 	}
-	hello, sni, err := peekHello(raw, p.helloTimeout)
+	hello, sni, err := m.peek(raw)
 	if err != nil {
+		var ne net.Error
+		if m.spliceUnreadable() && (len(hello) > 0 || errors.As(err, &ne) && ne.Timeout()) {
+			// Not HTTP, or a server-speaks-first protocol: pass it through.
+			p.log.Debug("tlsproxy: connection spliced: no HTTP request head", "dest", dst.addr, "err", err)
+			p.splice(ctx, raw, hello, dst, conns)
+			return
+		}
 		p.log.Debug("tlsproxy: connection closed: no TLS ClientHello", "dest", dst.addr, "err", err)
 		return
 	}
-	if !p.intercepts(sni, dst) {
+	if !p.intercepts(m.scheme(), sni, dst) {
 		p.log.Debug("tlsproxy: connection spliced", "dest", dst.addr, "sni", sni)
 		p.splice(ctx, raw, hello, dst, conns)
 		return
@@ -226,7 +284,7 @@ func (p *Proxy) route(ctx context.Context, raw net.Conn, conns *connSet, q *conn
 	// Once delivered, the HTTP server owns the connection and closes it
 	// when ctx ends.
 	conns.remove(raw)
-	if q.deliver(tls.Server(&replayConn{Conn: raw, pending: hello, dst: dst}, p.tlsConfig)) {
+	if q.deliver(m.serverConn(&replayConn{Conn: raw, pending: hello, dst: dst})) {
 		owned = false
 	}
 }
@@ -234,7 +292,7 @@ func (p *Proxy) route(ctx context.Context, raw net.Conn, conns *connSet, q *conn
 // intercepts reports whether a connection for this SNI name (or, without
 // one, this destination IP) must be terminated because a binding could
 // match one of its requests.
-func (p *Proxy) intercepts(sni string, dst *connInfo) bool {
+func (p *Proxy) intercepts(scheme, sni string, dst *connInfo) bool {
 	if p.cfg.Injector == nil {
 		return false
 	}
@@ -246,7 +304,7 @@ func (p *Proxy) intercepts(sni string, dst *connInfo) bool {
 	if host == "" {
 		host = normHost(dst.host)
 	}
-	return hm.MayMatch(host, dst.port)
+	return hm.MayMatch(scheme, host, dst.port)
 }
 
 // splice connects client to its original destination, sends the recorded

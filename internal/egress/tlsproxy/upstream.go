@@ -26,9 +26,15 @@ const (
 // (DNS answers, pinned addresses) must never share an origin connection, nor
 // may one destination's connection verified for one name carry another
 // name's requests. Verification settings are the Proxy's and fixed.
+//
+// Plain HTTP keys have no TLS. A byName key's addr is the bound host name
+// and port: its connections are dialled to that name's resolved addresses,
+// whatever the sandbox dialled.
 type upstreamKey struct {
-	addr       string // original destination ip:port; the only address dialled
-	serverName string // SNI sent and name verified (an IP verifies against IP SANs)
+	addr       string // original destination ip:port (or name:port when byName); the only address dialled
+	serverName string // SNI sent and name verified (an IP verifies against IP SANs); for plain HTTP the bound host
+	plain      bool   // no TLS
+	byName     bool   // resolve serverName through Config.Resolve
 }
 
 // upConn is one HTTP/1.1 connection to an origin. It is used by one
@@ -39,7 +45,7 @@ type upstreamKey struct {
 type upConn struct {
 	key  upstreamKey
 	raw  net.Conn
-	tc   *tls.Conn
+	conn net.Conn       // the stream: a *tls.Conn over raw, or raw for plain HTTP
 	cr   countingReader // under br: bytes read from the origin since the request began
 	br   *bufio.Reader
 	bw   *bufio.Writer
@@ -72,16 +78,18 @@ type keyPool struct {
 
 // upstreams dials and pools origin connections.
 type upstreams struct {
-	roots *x509.CertPool
-	dial  func(ctx context.Context, network, addr string) (net.Conn, error)
+	roots    *x509.CertPool
+	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
+	dialName func(ctx context.Context, host, port string) (net.Conn, error)
 
 	mu      sync.Mutex
 	m       map[upstreamKey]*keyPool
 	serving int // running Serve calls; with none, returned connections close
 }
 
-func newUpstreams(roots *x509.CertPool, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *upstreams {
-	return &upstreams{roots: roots, dial: dial, m: make(map[upstreamKey]*keyPool)}
+func newUpstreams(roots *x509.CertPool, dial func(ctx context.Context, network, addr string) (net.Conn, error),
+	dialName func(ctx context.Context, host, port string) (net.Conn, error)) *upstreams {
+	return &upstreams{roots: roots, dial: dial, dialName: dialName, m: make(map[upstreamKey]*keyPool)}
 }
 
 // pool returns k's pool, creating it; u.mu must be held.
@@ -109,7 +117,7 @@ func (u *upstreams) pool(k upstreamKey) *keyPool {
 
 func closeAll(ucs []*upConn) {
 	for _, uc := range ucs {
-		uc.tc.Close()
+		uc.conn.Close()
 	}
 }
 
@@ -124,6 +132,9 @@ func (u *upstreams) get(ctx context.Context, k upstreamKey) (*upConn, error) {
 		if n == 0 {
 			cfg := kp.tls
 			u.mu.Unlock()
+			if k.plain {
+				return u.dialPlain(ctx, k)
+			}
 			return u.dialTLS(ctx, k, cfg)
 		}
 		uc := kp.idle[n-1]
@@ -133,7 +144,7 @@ func (u *upstreams) get(ctx context.Context, k upstreamKey) (*upConn, error) {
 		if now.Sub(uc.idle) < idleTimeout && uc.alive() {
 			return uc, nil
 		}
-		uc.tc.Close()
+		uc.conn.Close()
 	}
 }
 
@@ -152,11 +163,34 @@ func (u *upstreams) dialTLS(ctx context.Context, k upstreamKey, cfg *tls.Config)
 		raw.Close()
 		return nil, err
 	}
-	uc := &upConn{key: k, raw: raw, tc: tc}
-	uc.cr.r = tc
+	return newUpConn(k, raw, tc), nil
+}
+
+// dialPlain opens a plain-HTTP origin connection: to the original
+// destination, or, for a byName key, to the bound host's addresses.
+func (u *upstreams) dialPlain(ctx context.Context, k upstreamKey) (*upConn, error) {
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	var raw net.Conn
+	var err error
+	if k.byName {
+		_, port, _ := net.SplitHostPort(k.addr)
+		raw, err = u.dialName(dctx, k.serverName, port)
+	} else {
+		raw, err = u.dial(dctx, "tcp", k.addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return newUpConn(k, raw, raw), nil
+}
+
+func newUpConn(k upstreamKey, raw, conn net.Conn) *upConn {
+	uc := &upConn{key: k, raw: raw, conn: conn}
+	uc.cr.r = conn
 	uc.br = bufio.NewReaderSize(&uc.cr, 4<<10)
-	uc.bw = bufio.NewWriterSize(tc, 4<<10)
-	return uc, nil
+	uc.bw = bufio.NewWriterSize(conn, 4<<10)
+	return uc
 }
 
 // put returns a connection whose last exchange completed cleanly.
@@ -167,7 +201,7 @@ func (u *upstreams) put(uc *upConn) {
 	kp := u.m[uc.key]
 	if u.serving == 0 || kp == nil || len(kp.idle) >= maxIdlePerKey {
 		u.mu.Unlock()
-		uc.tc.Close()
+		uc.conn.Close()
 		return
 	}
 	kp.idle = append(kp.idle, uc)
@@ -183,7 +217,7 @@ func (u *upstreams) closeExpired() {
 		keep := kp.idle[:0]
 		for _, uc := range kp.idle {
 			if now.Sub(uc.idle) >= idleTimeout {
-				uc.tc.Close()
+				uc.conn.Close()
 			} else {
 				keep = append(keep, uc)
 			}

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/opensandbox-go/opensandbox/internal/egress/inject"
 )
 
 // credEntry is a stored credential.
@@ -22,6 +24,7 @@ type bindEntry struct {
 	match    RequestMatch // normalized, defaults filled
 	auth     Auth
 	refs     []injectRef
+	subs     []substRef
 	revision int64
 }
 
@@ -32,8 +35,8 @@ type snapshot struct {
 	credentials []credEntry // sorted by name
 	bindings    []bindEntry // sorted by name
 	byCred      map[string]int
-	// injected holds, per binding index, the ready-made header set.
-	injected []http.Header
+	// plans holds, per binding index, the ready-made injection plan.
+	plans []*inject.Plan
 }
 
 // build validates credentials and bindings as a whole and returns the new
@@ -70,7 +73,8 @@ func build(rev int64, creds []Credential, binds []CredentialBinding, prev *snaps
 		names[b.Name] = true
 		m := normalizeMatch(&p, where, b.Match)
 		refs := validateAuth(&p, where, b.Auth, known)
-		s.bindings = append(s.bindings, bindEntry{name: b.Name, match: m, auth: b.Auth, refs: refs, revision: rev})
+		subs := validateSubstitutions(&p, where, b.Auth.Substitutions, known)
+		s.bindings = append(s.bindings, bindEntry{name: b.Name, match: m, auth: b.Auth, refs: refs, subs: subs, revision: rev})
 	}
 	if err := p.err(); err != nil {
 		return nil, err
@@ -104,13 +108,17 @@ func build(rev int64, creds []Credential, binds []CredentialBinding, prev *snaps
 	for i, c := range s.credentials {
 		s.byCred[c.name] = i
 	}
-	s.injected = make([]http.Header, len(s.bindings))
+	s.plans = make([]*inject.Plan, len(s.bindings))
 	for i, b := range s.bindings {
-		h := make(http.Header, len(b.refs))
+		value := func(cred string) string { return string(s.credentials[s.byCred[cred]].value) }
+		pl := &inject.Plan{Headers: make(http.Header, len(b.refs))}
 		for _, r := range b.refs {
-			h[r.header] = []string{r.prefix + string(s.credentials[s.byCred[r.credential]].value)}
+			pl.Headers[r.header] = []string{r.prefix + value(r.credential)}
 		}
-		s.injected[i] = h
+		for _, sr := range b.subs {
+			pl.Substitutions = append(pl.Substitutions, inject.Substitution{Placeholder: sr.placeholder, Value: value(sr.credential), In: sr.in})
+		}
+		s.plans[i] = pl
 	}
 	return s, nil
 }

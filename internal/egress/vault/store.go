@@ -2,13 +2,13 @@ package vault
 
 import (
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/opensandbox-go/opensandbox/internal/egress/hostname"
+	"github.com/opensandbox-go/opensandbox/internal/egress/inject"
 )
 
 // Store holds one sandbox's vault. The zero value is not usable; call
@@ -214,11 +214,12 @@ func (s *Store) Binding(name string) (CredentialBindingMetadata, error) {
 	return b.metadata(), nil
 }
 
-// Match returns the headers to inject into a request, and true, when exactly
-// one binding matches it; otherwise nil and false. host is compared without
-// case or trailing dot; method and path are compared as given (path without
-// query). The returned header belongs to the caller.
-func (s *Store) Match(scheme, host string, port int, method, path string) (http.Header, bool) {
+// Match returns what to do to a request (headers to set, placeholders to
+// replace), and true, when exactly one binding matches it; otherwise nil
+// and false. host is compared without case or trailing dot; method and path
+// are compared as given (path without query). The returned plan belongs to
+// the caller.
+func (s *Store) Match(scheme, host string, port int, method, path string) (*inject.Plan, bool) {
 	snap := s.cur.Load()
 	if snap == nil {
 		return nil, false
@@ -237,22 +238,22 @@ func (s *Store) Match(scheme, host string, port int, method, path string) (http.
 	if found < 0 {
 		return nil, false
 	}
-	return snap.injected[found].Clone(), true
+	return snap.plans[found].Clone(), true
 }
 
-// MayMatch reports whether some https request to host and port, whatever
-// its method and path, could match a binding. Hosts compare as in Match.
-// The TLS proxy intercepts only connections for which it is true, so it
+// MayMatch reports whether some request with this scheme to host and port,
+// whatever its method and path, could match a binding. Hosts compare as in
+// Match. The proxies intercept only connections for which it is true, so it
 // reflects the vault when a connection opens: a binding added later applies
 // to later connections.
-func (s *Store) MayMatch(host string, port int) bool {
+func (s *Store) MayMatch(scheme, host string, port int) bool {
 	snap := s.cur.Load()
 	if snap == nil {
 		return false
 	}
 	host = hostname.Canonical(host)
 	for i := range snap.bindings {
-		if matchesDest(&snap.bindings[i].match, "https", host, port) {
+		if matchesDest(&snap.bindings[i].match, strings.ToLower(scheme), host, port) {
 			return true
 		}
 	}

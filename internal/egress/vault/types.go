@@ -21,6 +21,7 @@ const (
 	AuthBasic         = sandbox.CredentialAuthBasic         // Authorization: Basic <credential> (already base64 user:pass)
 	AuthAPIKey        = sandbox.CredentialAuthAPIKey        // <name>: <credential>
 	AuthCustomHeaders = sandbox.CredentialAuthCustomHeaders // one header per entry of headers
+	AuthPassthrough   = sandbox.CredentialAuthPassthrough   // no header: only substitutions
 )
 
 // Request types (bodies of POST and PATCH /credential-vault).
@@ -37,6 +38,8 @@ type (
 	Auth = sandbox.CredentialAuth
 	// HeaderRef is one injected header of a customHeaders auth.
 	HeaderRef = sandbox.CredentialHeaderSource
+	// Substitution replaces a placeholder with a credential's value.
+	Substitution = sandbox.CredentialSubstitution
 	// CreateRequest is the body of POST /credential-vault.
 	CreateRequest = sandbox.CreateCredentialVaultRequest
 	// PatchRequest is the body of PATCH /credential-vault. When

@@ -8,17 +8,25 @@ import (
 	"strings"
 
 	"github.com/opensandbox-go/opensandbox/internal/egress/hostname"
+	"github.com/opensandbox-go/opensandbox/internal/egress/inject"
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
 // Limits on what a vault may hold.
 const (
-	maxNameLen    = 128
-	maxValueLen   = 8 << 10
-	maxItems      = 256 // credentials, and bindings, per vault
-	maxListLen    = 64  // entries of each match list
-	defaultScheme = "https"
-	defaultPort   = 443
+	maxNameLen     = 128
+	maxValueLen    = 8 << 10
+	maxItems       = 256 // credentials, and bindings, per vault
+	maxListLen     = 64  // entries of each match list
+	maxPlaceholder = 256
+	maxSubsts      = 16 // substitutions per binding
+	defaultScheme  = "https"
 )
+
+// schemePorts are the ports each scheme's requests are redirected from
+// (and the only ports upstream accepts): a binding's ports follow from its
+// schemes.
+var schemePorts = map[string]int{"https": 443, "http": 80}
 
 var defaultMethods = []string{"GET", "POST", "PUT", "PATCH", "DELETE"}
 
@@ -181,9 +189,16 @@ func normalizeMatch(p *problems, where string, m RequestMatch) RequestMatch {
 		}
 		out.Schemes = appendUnique(out.Schemes, s)
 	}
+	// Ports follow from the schemes (https 443, http 80), as upstream
+	// derives them; given standard ports are accepted and ignored. Other
+	// ports are kept, and the sidecar refuses them (it intercepts 80 and
+	// 443 only).
 	ports := m.Ports
-	if len(ports) == 0 {
-		ports = []int{defaultPort}
+	if !slices.ContainsFunc(ports, func(n int) bool { return n != 80 && n != 443 }) {
+		ports = nil
+		for _, s := range out.Schemes {
+			ports = append(ports, schemePorts[s])
+		}
 	}
 	for _, n := range ports {
 		if n < 1 || n > 65535 {
@@ -268,6 +283,10 @@ func validateAuth(p *problems, where string, a Auth, creds map[string]bool) []in
 		p.addf("%s: auth.headers applies only to type %q", where, AuthCustomHeaders)
 	}
 	switch a.Type {
+	case AuthPassthrough:
+		if a.Credential != "" {
+			p.addf("%s: auth.credential does not apply to type %q; use substitutions", where, AuthPassthrough)
+		}
 	case AuthBearer, AuthBasic:
 		prefix := "Bearer "
 		if a.Type == AuthBasic {
@@ -310,7 +329,91 @@ func validateAuth(p *problems, where string, a Auth, creds map[string]bool) []in
 	case "":
 		p.addf("%s: auth.type is required", where)
 	default:
-		p.addf("%s: auth.type %q is not one of bearer, basic, apiKey, customHeaders", where, a.Type)
+		p.addf("%s: auth.type %q is not one of bearer, basic, apiKey, customHeaders, passthrough", where, a.Type)
 	}
 	return nil
+}
+
+// surfaces maps the wire names of substitution surfaces.
+var surfaces = map[string]inject.Surface{
+	sandbox.CredentialSubstitutionPath:   inject.InPath,
+	sandbox.CredentialSubstitutionQuery:  inject.InQuery,
+	sandbox.CredentialSubstitutionHeader: inject.InHeader,
+	sandbox.CredentialSubstitutionBody:   inject.InBody,
+}
+
+// substRef is one validated substitution: the credential it carries.
+type substRef struct {
+	placeholder, credential string
+	in                      inject.Surface
+}
+
+// validateSubstitutions checks an auth's substitutions. A placeholder is
+// what the sandbox sees and sends in place of the secret: it must be
+// printable ASCII and may appear once per binding (it is matched
+// literally, case-sensitively).
+func validateSubstitutions(p *problems, where string, subs []Substitution, creds map[string]bool) []substRef {
+	if len(subs) > maxSubsts {
+		p.addf("%s: auth.substitutions holds at most %d entries", where, maxSubsts)
+		return nil
+	}
+	var out []substRef
+	for i, s := range subs {
+		sw := fmt.Sprintf("%s: auth.substitutions[%d]", where, i)
+		ok := true
+		switch {
+		case s.Placeholder == "":
+			p.addf("%s: placeholder is required", sw)
+			ok = false
+		case len(s.Placeholder) > maxPlaceholder:
+			p.addf("%s: placeholder is longer than %d bytes", sw, maxPlaceholder)
+			ok = false
+		case !printable(s.Placeholder):
+			p.addf("%s: placeholder must be printable ASCII without spaces", sw)
+			ok = false
+		case slices.ContainsFunc(out, func(r substRef) bool { return r.placeholder == s.Placeholder }):
+			p.addf("%s: placeholder appears twice in the binding", sw)
+			ok = false
+		}
+		switch {
+		case s.Credential == "":
+			p.addf("%s: credential is required", sw)
+			ok = false
+		case !creds[s.Credential]:
+			p.addf("%s: credential %q references an unknown credential", sw, s.Credential)
+			ok = false
+		}
+		var in inject.Surface
+		if len(s.In) == 0 {
+			p.addf("%s: in needs at least one of path, query, header, body", sw)
+			ok = false
+		}
+		for _, name := range s.In {
+			sf, known := surfaces[name]
+			switch {
+			case !known:
+				p.addf("%s: in: %q is not one of path, query, header, body", sw, name)
+				ok = false
+			case in&sf != 0:
+				p.addf("%s: in: %q appears twice", sw, name)
+				ok = false
+			}
+			in |= sf
+		}
+		if ok {
+			out = append(out, substRef{placeholder: s.Placeholder, credential: s.Credential, in: in})
+		}
+	}
+	return out
+}
+
+// printable reports whether s is visible ASCII (0x21-0x7e): a placeholder
+// must survive a header value, a URL and a log line unchanged.
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
 }

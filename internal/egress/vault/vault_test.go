@@ -1,12 +1,15 @@
 package vault
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/opensandbox-go/opensandbox/internal/egress/inject"
 )
 
 const (
@@ -85,6 +88,34 @@ func TestValidation(t *testing.T) {
 		{"wildcard overlap", func(r *CreateRequest) {
 			r.Bindings = append(r.Bindings, binding("deep", []string{"a.b.example.com"}, Auth{Type: AuthBearer, Credential: "a"}))
 		}, `bindings "basic" and "deep" are ambiguous`},
+		{"passthrough with credential", func(r *CreateRequest) { r.Bindings[0].Auth = Auth{Type: AuthPassthrough, Credential: "a"} }, `auth.credential does not apply to type "passthrough"`},
+		{"substitution unknown credential", func(r *CreateRequest) {
+			r.Bindings[0].Auth.Substitutions = []Substitution{{Credential: "zz", Placeholder: "P", In: []string{"header"}}}
+		}, `auth.substitutions[0]: credential "zz" references an unknown credential`},
+		{"substitution without placeholder", func(r *CreateRequest) {
+			r.Bindings[0].Auth.Substitutions = []Substitution{{Credential: "a", In: []string{"header"}}}
+		}, `auth.substitutions[0]: placeholder is required`},
+		{"substitution placeholder with a space", func(r *CreateRequest) {
+			r.Bindings[0].Auth.Substitutions = []Substitution{{Credential: "a", Placeholder: "MY KEY", In: []string{"header"}}}
+		}, `placeholder must be printable ASCII without spaces`},
+		{"substitution duplicate placeholder", func(r *CreateRequest) {
+			r.Bindings[0].Auth.Substitutions = []Substitution{{Credential: "a", Placeholder: "P", In: []string{"header"}}, {Credential: "b", Placeholder: "P", In: []string{"body"}}}
+		}, `auth.substitutions[1]: placeholder appears twice`},
+		{"substitution without surface", func(r *CreateRequest) {
+			r.Bindings[0].Auth.Substitutions = []Substitution{{Credential: "a", Placeholder: "P"}}
+		}, `in needs at least one of path, query, header, body`},
+		{"substitution unknown surface", func(r *CreateRequest) {
+			r.Bindings[0].Auth.Substitutions = []Substitution{{Credential: "a", Placeholder: "P", In: []string{"cookie"}}}
+		}, `in: "cookie" is not one of`},
+		{"substitution duplicate surface", func(r *CreateRequest) {
+			r.Bindings[0].Auth.Substitutions = []Substitution{{Credential: "a", Placeholder: "P", In: []string{"body", "body"}}}
+		}, `in: "body" appears twice`},
+		{"http overlaps http", func(r *CreateRequest) {
+			r.Bindings[0].Match.Schemes = []string{"http"}
+			b := binding("gh2", []string{"api.github.com"}, Auth{Type: AuthPassthrough})
+			b.Match.Schemes = []string{"HTTP"}
+			r.Bindings = append(r.Bindings, b)
+		}, `both match GET http://api.github.com:80/*`},
 		{"path overlap", func(r *CreateRequest) {
 			b := binding("gh2", []string{"api.github.com"}, Auth{Type: AuthBearer, Credential: "b"})
 			b.Match.Paths = []string{"/repos/*"}
@@ -128,6 +159,85 @@ func TestNonOverlappingBindingsAccepted(t *testing.T) {
 	}
 }
 
+// TestPortsFollowSchemes checks upstream's rule: a binding's ports follow
+// from its schemes (https 443, http 80); standard ports given are ignored.
+func TestPortsFollowSchemes(t *testing.T) {
+	for _, tt := range []struct {
+		schemes []string
+		ports   []int
+		want    []int
+	}{
+		{nil, nil, []int{443}},
+		{[]string{"http"}, nil, []int{80}},
+		{[]string{"http", "https"}, nil, []int{80, 443}},
+		{[]string{"http"}, []int{443}, []int{80}}, // standard, ignored
+		{[]string{"https"}, []int{8443}, []int{8443}},
+	} {
+		req := validRequest()
+		req.Bindings[0].Match.Schemes, req.Bindings[0].Match.Ports = tt.schemes, tt.ports
+		st, err := NewStore().Create(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(st.Bindings, func(b CredentialBindingMetadata) bool { return b.Name == "gh" })
+		if got := st.Bindings[i].Match.Ports; !slices.Equal(got, tt.want) {
+			t.Errorf("schemes %v ports %v: ports = %v, want %v", tt.schemes, tt.ports, got, tt.want)
+		}
+	}
+}
+
+// TestMatchSubstitutions checks that a matched request gets the binding's
+// substitutions with the credential values, for every auth type including
+// passthrough, and that the views never show them.
+func TestMatchSubstitutions(t *testing.T) {
+	s := NewStore()
+	req := validRequest()
+	plain := binding("plain", []string{"plain.test"}, Auth{Type: AuthPassthrough, Substitutions: []Substitution{
+		{Credential: "a", Placeholder: "{{A}}", In: []string{"query", "body"}},
+		{Credential: "b", Placeholder: "{{B}}", In: []string{"header", "path"}},
+	}})
+	plain.Match.Schemes = []string{"http"}
+	req.Bindings = append(req.Bindings, plain)
+	req.Bindings[0].Auth.Substitutions = []Substitution{{Credential: "b", Placeholder: "PH", In: []string{"header"}}}
+	st, err := s.Create(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(st)
+	noSecrets(t, "state", string(b))
+	if strings.Contains(string(b), "{{A}}") || strings.Contains(string(b), "substitutions") {
+		t.Errorf("state shows substitutions: %s", b)
+	}
+	p, ok := s.Match("http", "plain.test", 80, "GET", "/")
+	if !ok || len(p.Headers) != 0 || len(p.Substitutions) != 2 {
+		t.Fatalf("passthrough plan = %+v, %v; want no headers and two substitutions", p, ok)
+	}
+	want := []inject.Substitution{
+		{Placeholder: "{{A}}", Value: secretA, In: inject.InQuery | inject.InBody},
+		{Placeholder: "{{B}}", Value: secretB, In: inject.InHeader | inject.InPath},
+	}
+	if !slices.Equal(p.Substitutions, want) {
+		t.Errorf("substitutions differ")
+	}
+	if _, ok := s.Match("https", "plain.test", 443, "GET", "/"); ok {
+		t.Errorf("an http binding matched https")
+	}
+	if !s.MayMatch("http", "plain.test", 80) || s.MayMatch("https", "plain.test", 443) || s.MayMatch("http", "api.github.com", 80) {
+		t.Errorf("MayMatch does not follow the schemes")
+	}
+	p, _ = s.Match("https", "api.github.com", 443, "GET", "/")
+	if p.Headers.Get("Authorization") != "Bearer "+secretA || len(p.Substitutions) != 1 || p.Substitutions[0].Value != secretB {
+		t.Errorf("bearer with a substitution: plan differs")
+	}
+	// A patch keeps the substitutions of bindings it does not touch.
+	if _, err := s.Patch(PatchRequest{Credentials: &CredentialOps{Replace: []Credential{cred("a", secretA+"-2")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ = s.Match("http", "plain.test", 80, "POST", "/x"); p.Substitutions[0].Value != secretA+"-2" {
+		t.Errorf("substitution after a credential rotation does not carry the new value")
+	}
+}
+
 func TestMatch(t *testing.T) {
 	s := NewStore()
 	req := validRequest()
@@ -167,9 +277,13 @@ func TestMatch(t *testing.T) {
 	for _, tt := range tests {
 		name := fmt.Sprintf("%s %s://%s:%d%s", tt.method, tt.scheme, tt.host, tt.port, tt.path)
 		t.Run(name, func(t *testing.T) {
-			got, ok := s.Match(tt.scheme, tt.host, tt.port, tt.method, tt.path)
+			plan, ok := s.Match(tt.scheme, tt.host, tt.port, tt.method, tt.path)
 			if ok != (tt.want != nil) {
 				t.Fatalf("Match() ok = %v, want %v", ok, tt.want != nil)
+			}
+			var got http.Header
+			if plan != nil {
+				got = plan.Headers
 			}
 			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
 				t.Errorf("Match() headers differ (names %v, want %v)", headerNames(got), headerNames(tt.want))
@@ -178,8 +292,8 @@ func TestMatch(t *testing.T) {
 	}
 	// The caller owns the result.
 	h, _ := s.Match("https", "api.github.com", 443, "GET", "/")
-	h.Set("Authorization", "changed")
-	if h2, _ := s.Match("https", "api.github.com", 443, "GET", "/"); h2.Get("Authorization") != "Bearer "+secretA {
+	h.Headers.Set("Authorization", "changed")
+	if h2, _ := s.Match("https", "api.github.com", 443, "GET", "/"); h2.Headers.Get("Authorization") != "Bearer "+secretA {
 		t.Errorf("Match() result shares storage with the store")
 	}
 	if err := s.Delete(); err != nil {
@@ -192,7 +306,7 @@ func TestMatch(t *testing.T) {
 
 func TestMayMatch(t *testing.T) {
 	s := NewStore()
-	if s.MayMatch("api.github.com", 443) {
+	if s.MayMatch("https", "api.github.com", 443) {
 		t.Errorf("MayMatch() with no vault = true, want false")
 	}
 	req := validRequest()
@@ -207,7 +321,7 @@ func TestMayMatch(t *testing.T) {
 	}
 	check := func(t *testing.T, host string, port int, want bool) {
 		t.Helper()
-		if got := s.MayMatch(host, port); got != want {
+		if got := s.MayMatch("https", host, port); got != want {
 			t.Errorf("MayMatch(%q, %d) = %v, want %v", host, port, got, want)
 		}
 	}
@@ -305,7 +419,7 @@ func TestRevisions(t *testing.T) {
 	if st.Revision != 2 || revs["a"] != 2 || revs["b"] != 1 || revs["c"] != 2 {
 		t.Errorf("after Patch: revision %d, credential revisions %v; want 2, map[a:2 b:1 c:2]", st.Revision, revs)
 	}
-	if h, _ := s.Match("https", "api.github.com", 443, "GET", "/"); h.Get("Authorization") != "Bearer "+secretA+"-rotated" {
+	if h, _ := s.Match("https", "api.github.com", 443, "GET", "/"); h.Headers.Get("Authorization") != "Bearer "+secretA+"-rotated" {
 		t.Errorf("Match() after rotating does not use the new value")
 	}
 	// Deleting a credential still in use fails and changes nothing.

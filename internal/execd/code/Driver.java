@@ -3,7 +3,11 @@
 // persist from cell to cell. Run in source-file mode: java Driver.java.
 //
 // Requests arrive as JSON lines on stdin: {"id": "...", "code": "..."} runs
-// a cell; {"stop": true} stops the cell in progress (JShell.stop()).
+// a cell; {"stop": true, "id": "..."} stops that cell (JShell.stop()),
+// whether it runs already or is still to start: a stop that comes before
+// the cell is evaluated is kept, and JShell.stop() is repeated until the
+// cell has ended, since a stop that reaches JShell before the cell's code
+// runs in the engine has no effect.
 // Events leave as JSON lines on file descriptor 3 (/proc/self/fd/3), as for
 // the JavaScript driver: {"id", "type": "stdout"|"stderr"|"result"|"error"|
 // "done", "text"?, "ename"?, "evalue"?, "traceback"?}. Every cell ends with
@@ -19,7 +23,9 @@ import jdk.jshell.*;
 public class Driver {
     static PrintStream events;
     static volatile String current; // id of the cell being evaluated
-    static volatile boolean stopped;
+    static volatile boolean stopped; // the current cell is to stop
+    static final Object lock = new Object(); // guards current, stopped, stopId together
+    static String stopId; // the last cell a stop was asked for
 
     static synchronized void emit(Map<String, Object> ev) {
         StringBuilder b = new StringBuilder("{");
@@ -167,10 +173,34 @@ public class Driver {
                 while ((line = r.readLine()) != null) {
                     Map<String, Object> req = parse(line);
                     if ("true".equals(req.get("stop"))) {
-                        if (current != null) {
-                            stopped = true;
-                            js.stop();
+                        String id = String.valueOf(req.get("id"));
+                        synchronized (lock) {
+                            stopId = id;
+                            if (id.equals(current)) stopped = true;
                         }
+                        Thread stopper = new Thread(() -> {
+                            while (true) {
+                                synchronized (lock) {
+                                    boolean pending = id.equals(stopId) && current == null; // still to come
+                                    boolean running = id.equals(current);
+                                    if (!pending && !running) return;
+                                    if (running) {
+                                        try {
+                                            js.stop();
+                                        } catch (Throwable t) {
+                                            return; // the engine is gone
+                                        }
+                                    }
+                                }
+                                try {
+                                    Thread.sleep(50);
+                                } catch (InterruptedException e) {
+                                    return;
+                                }
+                            }
+                        });
+                        stopper.setDaemon(true);
+                        stopper.start();
                         continue;
                     }
                     cells.add(req);
@@ -186,10 +216,14 @@ public class Driver {
         while (true) {
             Map<String, Object> req = cells.take();
             if (req.containsKey("exit")) System.exit(0);
-            stopped = false;
-            current = String.valueOf(req.get("id"));
+            String id = String.valueOf(req.get("id"));
+            synchronized (lock) {
+                current = id;
+                stopped = id.equals(stopId);
+            }
             try {
-                cell(js, sca, String.valueOf(req.getOrDefault("code", "")));
+                if (stopped) interrupted();
+                else cell(js, sca, String.valueOf(req.getOrDefault("code", "")));
             } catch (IllegalStateException e) {
                 // JShell closed under us: the engine is gone.
                 System.exit(3);
@@ -199,7 +233,11 @@ public class Driver {
             out.flush();
             err.flush();
             emit(ev("done"));
-            current = null;
+            synchronized (lock) {
+                current = null;
+                stopped = false;
+                if (id.equals(stopId)) stopId = null;
+            }
         }
     }
 
@@ -237,6 +275,10 @@ public class Driver {
             }
             if (src == null || src.isBlank()) return;
             boolean last = remaining.isBlank();
+            if (stopped) {
+                interrupted();
+                return;
+            }
             List<SnippetEvent> evs = js.eval(src);
             if (stopped) {
                 interrupted();
@@ -307,8 +349,11 @@ public class Driver {
     static void exception(JShellException x) {
         String ename, evalue;
         if (x instanceof EvalException) {
-            ename = ((EvalException) x).getExceptionClassName();
-            evalue = String.valueOf(x.getMessage());
+            // As IJava (upstream's Java kernel) reports it: the name is
+            // EvalException; the exception's own class leads the value.
+            ename = "EvalException";
+            String m = x.getMessage();
+            evalue = ((EvalException) x).getExceptionClassName() + (m == null ? "" : ": " + m);
         } else if (x instanceof UnresolvedReferenceException) {
             DeclarationSnippet sn = ((UnresolvedReferenceException) x).getSnippet();
             ename = "UnresolvedReferenceException";

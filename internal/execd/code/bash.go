@@ -2,6 +2,8 @@ package code
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/execd/eventstream"
 	"github.com/opensandbox-go/opensandbox/internal/execd/session"
@@ -11,22 +13,47 @@ import (
 // bashRunner is a persistent shell: each cell is sourced into it, so the
 // working directory and variables persist, and its exit status is
 // reported as for a session run.
-type bashRunner struct{ sh *session.Shell }
+type bashRunner struct {
+	sh    *session.Shell
+	grace time.Duration
+}
 
 func startBash(_ context.Context, m *Manager, c *codeContext) (runner, error) {
-	sh, err := session.StartShell(c.id, c.dir, session.Options{Env: m.opts.Env, Logger: m.log, RawOutput: true})
+	sh, err := session.StartShell(c.id, c.dir, session.Options{Env: m.opts.Env, Logger: m.log, RawOutput: true, KillGrace: m.opts.InterruptGrace})
 	if err != nil {
 		return nil, err
 	}
-	return &bashRunner{sh: sh}, nil
+	return &bashRunner{sh: sh, grace: m.opts.InterruptGrace}, nil
 }
 
-func (b *bashRunner) run(ctx context.Context, sw *eventstream.Writer, code string) bool {
-	b.sh.Run(ctx, sw, sandbox.RunInSessionRequest{Command: code})
+// run sources the cell. An interrupt sends SIGTERM, then SIGKILL after the
+// grace, to the shell's children; a cell that still runs after a second
+// grace is a loop of the shell's own builtins, which only killing the
+// shell ends (the context restarts it without its state).
+func (b *bashRunner) run(ctx context.Context, sw *eventstream.Writer, code string, stop <-chan struct{}) bool {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-stop:
+		case <-done:
+			return
+		}
+		t := time.NewTimer(2 * b.grace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			b.sh.Close()
+		}
+	}()
+	b.sh.RunStoppable(ctx, sw, sandbox.RunInSessionRequest{Command: code}, stop)
+	close(done)
+	wg.Wait()
 	return b.alive()
 }
-
-func (b *bashRunner) interrupt() { b.sh.Interrupt("interrupted") }
 
 func (b *bashRunner) alive() bool {
 	select {

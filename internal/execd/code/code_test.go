@@ -33,7 +33,12 @@ func newHarness(t *testing.T) *harness {
 
 func newHarnessEnv(t *testing.T, env procenv.Builder) *harness {
 	t.Helper()
-	m := New(Options{Env: env})
+	return newHarnessOpts(t, Options{Env: env})
+}
+
+func newHarnessOpts(t *testing.T, opts Options) *harness {
+	t.Helper()
+	m := New(opts)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /code", m.Run)
 	mux.HandleFunc("DELETE /code", m.InterruptHTTP)

@@ -15,9 +15,14 @@ type runner interface {
 	// run executes code and writes the whole stream to sw, init first,
 	// and closes it. It returns false when the interpreter did not survive
 	// the run (it died or was killed) and must be replaced.
-	run(ctx context.Context, sw *eventstream.Writer, code string) bool
-	// interrupt stops the run in progress, if any.
-	interrupt()
+	//
+	// stop is closed when the run is to be interrupted (DELETE /code, or
+	// the client left). It is a level, not an edge: a runner looks at it
+	// at every step, so an interrupt that comes before the interpreter
+	// has even received the cell is not lost. After stop closes, the
+	// stream must end within the context's interrupt grace (plus the time
+	// to kill the interpreter).
+	run(ctx context.Context, sw *eventstream.Writer, code string, stop <-chan struct{}) bool
 	// alive reports whether the interpreter process still runs.
 	alive() bool
 	// close kills the interpreter and everything it started.
@@ -38,10 +43,10 @@ type codeContext struct {
 
 	sem chan struct{} // held by the run in progress (or a restart)
 
-	mu      sync.Mutex
-	r       runner
-	running bool
-	closed  bool
+	mu     sync.Mutex
+	r      runner
+	stop   func() // interrupts the run in progress; nil when idle
+	closed bool
 }
 
 func (c *codeContext) info() sandbox.CodeContext {
@@ -93,12 +98,18 @@ func (c *codeContext) run(ctx context.Context, sw *eventstream.Writer, code stri
 		failStream(sw, c.id, "KernelStartError", err.Error())
 		return
 	}
+	stop := make(chan struct{})
+	interrupt := sync.OnceFunc(func() { close(stop) })
 	c.mu.Lock()
-	c.running = true
+	c.stop = interrupt
 	c.mu.Unlock()
-	ok := r.run(ctx, sw, code)
+	// A client that leaves interrupts its run: nobody reads the stream,
+	// and the queue must move on.
+	unhook := context.AfterFunc(ctx, interrupt)
+	ok := r.run(ctx, sw, code, stop)
+	unhook()
 	c.mu.Lock()
-	c.running = false
+	c.stop = nil
 	c.mu.Unlock()
 	if ok && r.alive() {
 		release()
@@ -116,10 +127,20 @@ func (c *codeContext) run(ctx context.Context, sw *eventstream.Writer, code stri
 // interrupt stops the run in progress; it does nothing when idle.
 func (c *codeContext) interrupt() {
 	c.mu.Lock()
-	r, running := c.r, c.running
+	stop := c.stop
 	c.mu.Unlock()
-	if r != nil && running {
-		r.interrupt()
+	if stop != nil {
+		stop()
+	}
+}
+
+// stopped reports whether stop is closed.
+func stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
 	}
 }
 

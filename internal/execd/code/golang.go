@@ -38,7 +38,11 @@ import (
 //     main() of a program holding every kept declaration, and run. The
 //     statements are not kept: local variables do not outlive their cell,
 //     and package-level variables start from their initial values in every
-//     run (each run is a new process).
+//     run (each run is a new process);
+//   - a whole program, as Go is usually written and as upstream's examples
+//     are: an optional `package main`, imports, declarations and a func
+//     main(). Its declarations are kept as for a declarations cell, and
+//     its main runs (as a statements cell would) but is not kept.
 //
 // Imports a program does not use are left out of it, so that importing in
 // one cell and using the package in a later one works.
@@ -53,10 +57,9 @@ type goRunner struct {
 	decls   []goDecl
 	imports map[string]string // import path -> name ("" = default)
 
-	mu      sync.Mutex
-	pgid    int  // process group of the build or program running, 0 if none
-	stopped bool // the run in progress was interrupted
-	closed  bool
+	mu     sync.Mutex
+	pgid   int // process group of the build or program running, 0 if none
+	closed bool
 }
 
 type goDecl struct {
@@ -97,14 +100,19 @@ func startGo(_ context.Context, m *Manager, c *codeContext) (runner, error) {
 // goCell is a parsed cell.
 type goCell struct {
 	imports map[string]string
-	decls   []goDecl // declarations cell
-	stmts   string   // statements cell
-	isStmts bool
+	decls   []goDecl // declarations to keep (once the program builds)
+	body    string   // the body of main() to run, when run is set
+	run     bool
 }
 
 // parseGoCell classifies a cell; the error is a syntax error, reported as
-// for a compile error.
+// for a compile error. A cell is a whole program when it has a package
+// clause or a func main: its declarations are kept like those of a
+// declarations cell, and its main (not kept) is what runs.
 func parseGoCell(code string) (*goCell, error) {
+	if _, err := parser.ParseFile(token.NewFileSet(), "cell.go", code, parser.PackageClauseOnly); err == nil {
+		return parseGoFile(code)
+	}
 	fset := token.NewFileSet()
 	const head = "package main\n"
 	src := head + code
@@ -117,14 +125,7 @@ func parseGoCell(code string) (*goCell, error) {
 	if len(f.Decls) > 0 {
 		end := fset.Position(f.Decls[len(f.Decls)-1].End()).Offset - len(head)
 		rest = code[end:]
-		for _, is := range f.Imports {
-			p, _ := strconv.Unquote(is.Path.Value)
-			name := ""
-			if is.Name != nil {
-				name = is.Name.Name
-			}
-			cell.imports[p] = name
-		}
+		addImports(cell, f)
 	}
 	if strings.TrimSpace(rest) == "" {
 		return cell, nil
@@ -133,21 +134,13 @@ func parseGoCell(code string) (*goCell, error) {
 	fset = token.NewFileSet()
 	df, derr := parser.ParseFile(fset, "cell.go", head+rest, parser.ParseComments)
 	if derr == nil {
-		for _, d := range df.Decls {
-			start, end := fset.Position(d.Pos()).Offset, fset.Position(d.End()).Offset
-			if gd, ok := d.(*ast.GenDecl); ok && gd.Doc != nil {
-				start = fset.Position(gd.Doc.Pos()).Offset
-			} else if fd, ok := d.(*ast.FuncDecl); ok && fd.Doc != nil {
-				start = fset.Position(fd.Doc.Pos()).Offset
-			}
-			cell.decls = append(cell.decls, goDecl{names: declNames(d), src: (head + rest)[start:end]})
-		}
+		addDecls(cell, fset, df, head+rest)
 		return cell, nil
 	}
 	// Statements?
 	const mainHead = "package main\nfunc main() {\n"
 	if _, serr := parser.ParseFile(token.NewFileSet(), "cell.go", mainHead+rest+"\n}\n", 0); serr == nil {
-		cell.stmts, cell.isStmts = rest, true
+		cell.body, cell.run = rest, true
 		return cell, nil
 	}
 	// Neither: report the error of the likelier reading.
@@ -159,6 +152,64 @@ func parseGoCell(code string) (*goCell, error) {
 	}
 	_, serr := parser.ParseFile(token.NewFileSet(), "cell.go", mainHead+rest+"\n}\n", 0)
 	return nil, cellError(serr, 2)
+}
+
+// parseGoFile parses a cell that is a Go source file: package main,
+// imports, declarations.
+func parseGoFile(code string) (*goCell, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "cell.go", code, parser.ParseComments)
+	if err != nil {
+		return nil, cellError(err, 0)
+	}
+	if f.Name.Name != "main" {
+		return nil, fmt.Errorf("cell:%d:%d: a cell is part of package main, not package %s", fset.Position(f.Name.Pos()).Line, fset.Position(f.Name.Pos()).Column, f.Name.Name)
+	}
+	cell := &goCell{imports: map[string]string{}}
+	addImports(cell, f)
+	addDecls(cell, fset, f, code)
+	return cell, nil
+}
+
+func addImports(cell *goCell, f *ast.File) {
+	for _, is := range f.Imports {
+		p, _ := strconv.Unquote(is.Path.Value)
+		name := ""
+		if is.Name != nil {
+			name = is.Name.Name
+		}
+		cell.imports[p] = name
+	}
+}
+
+// addDecls adds the declarations of f (parsed from src), but its imports,
+// to cell; a func main() becomes the body to run.
+func addDecls(cell *goCell, fset *token.FileSet, f *ast.File, src string) {
+	for _, d := range f.Decls {
+		if gd, ok := d.(*ast.GenDecl); ok && gd.Tok == token.IMPORT {
+			continue
+		}
+		if fd, ok := d.(*ast.FuncDecl); ok && isMain(fd) {
+			lb, rb := fset.Position(fd.Body.Lbrace).Offset, fset.Position(fd.Body.Rbrace).Offset
+			cell.body, cell.run = src[lb+1:rb], true
+			continue
+		}
+		start, end := fset.Position(d.Pos()).Offset, fset.Position(d.End()).Offset
+		if gd, ok := d.(*ast.GenDecl); ok && gd.Doc != nil {
+			start = fset.Position(gd.Doc.Pos()).Offset
+		} else if fd, ok := d.(*ast.FuncDecl); ok && fd.Doc != nil {
+			start = fset.Position(fd.Doc.Pos()).Offset
+		}
+		cell.decls = append(cell.decls, goDecl{names: declNames(d), src: src[start:end]})
+	}
+}
+
+// isMain reports whether fd is the program's func main(): the one a whole
+// program cell runs. A main with a receiver, parameters or results is left
+// to the compiler to reject.
+func isMain(fd *ast.FuncDecl) bool {
+	return fd.Recv == nil && fd.Name.Name == "main" && fd.Body != nil && fd.Type.TypeParams == nil &&
+		fd.Type.Params.NumFields() == 0 && fd.Type.Results.NumFields() == 0
 }
 
 // cellError turns a parse error on the wrapped source into lines of the
@@ -279,16 +330,13 @@ func importName(p string) string {
 	return strings.NewReplacer("-", "_", ".", "_").Replace(b)
 }
 
-func (g *goRunner) run(ctx context.Context, sw *eventstream.Writer, code string) bool {
+func (g *goRunner) run(ctx context.Context, sw *eventstream.Writer, code string, stop <-chan struct{}) bool {
 	started := time.Now()
 	sw.SendFlush(sandbox.StreamEvent{Type: sandbox.EventInit, Text: g.id})
 	pingCtx, stopPing := context.WithCancel(ctx)
 	defer stopPing()
 	go sw.Ping(pingCtx, eventstream.PingInterval)
 	defer sw.Close()
-	g.mu.Lock()
-	g.stopped = false
-	g.mu.Unlock()
 
 	cell, err := parseGoCell(code)
 	if err != nil {
@@ -305,7 +353,7 @@ func (g *goRunner) run(ctx context.Context, sw *eventstream.Writer, code string)
 		imports[p] = n
 	}
 	decls := g.decls
-	if !cell.isStmts {
+	if len(cell.decls) > 0 {
 		// New declarations replace earlier ones of the same names.
 		replaced := map[string]bool{}
 		for _, d := range cell.decls {
@@ -327,7 +375,7 @@ func (g *goRunner) run(ctx context.Context, sw *eventstream.Writer, code string)
 		}
 		decls = append(decls, cell.decls...)
 	}
-	src := program(decls, imports, cell.stmts)
+	src := program(decls, imports, cell.body)
 	mod := filepath.Join(g.dir, "cell")
 	if err := os.WriteFile(filepath.Join(mod, "main.go"), []byte(src), 0o600); err != nil {
 		sendError(sw, "InternalError", err.Error(), nil)
@@ -338,12 +386,12 @@ func (g *goRunner) run(ctx context.Context, sw *eventstream.Writer, code string)
 	build := exec.Command(g.bin, "build", "-o", exe, ".")
 	build.Dir, build.Env = mod, g.env
 	build.Stdout, build.Stderr = &buildOut, &buildOut
-	status, err := g.exec(ctx, build)
+	status, err := g.exec(build, stop)
 	if err != nil {
 		sendError(sw, "InternalError", "go build: "+err.Error(), nil)
 		return true
 	}
-	if g.wasInterrupted() || ctx.Err() != nil {
+	if stopped(stop) {
 		stopPing()
 		msg := "execution interrupted: the build was killed; the context keeps its declarations"
 		sendError(sw, sandbox.ErrNameInterrupted, msg, []string{msg})
@@ -361,7 +409,7 @@ func (g *goRunner) run(ctx context.Context, sw *eventstream.Writer, code string)
 	}
 	// It compiles: the declarations and imports are kept.
 	g.decls, g.imports = decls, imports
-	if !cell.isStmts {
+	if !cell.run {
 		stopPing()
 		sw.Send(sandbox.StreamEvent{Type: sandbox.EventExecutionComplete, ExecutionTime: time.Since(started).Milliseconds()})
 		return true
@@ -372,12 +420,12 @@ func (g *goRunner) run(ctx context.Context, sw *eventstream.Writer, code string)
 	stderr.max = 8 << 10
 	prog.Stdout = streamWriter{sw, sandbox.EventStdout, nil}
 	prog.Stderr = streamWriter{sw, sandbox.EventStderr, &stderr}
-	status, err = g.exec(ctx, prog)
+	status, err = g.exec(prog, stop)
 	stopPing()
 	switch {
 	case err != nil:
 		sendError(sw, "InternalError", "run: "+err.Error(), nil)
-	case g.wasInterrupted():
+	case stopped(stop):
 		msg := "execution interrupted: the program was killed; the context keeps its declarations"
 		sendError(sw, sandbox.ErrNameInterrupted, msg, []string{msg})
 	case status != 0:
@@ -413,12 +461,13 @@ func compileErrors(out string) []string {
 	return lines
 }
 
-// exec runs cmd in its own process group, killed on interrupt or when ctx
-// ends, and returns its exit status.
-func (g *goRunner) exec(ctx context.Context, cmd *exec.Cmd) (int, error) {
+// exec runs cmd in its own process group, killed once stop closes, and
+// returns its exit status; it does not start cmd when stop is closed
+// already.
+func (g *goRunner) exec(cmd *exec.Cmd, stop <-chan struct{}) (int, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	g.mu.Lock()
-	if g.closed || g.stopped {
+	if g.closed || stopped(stop) {
 		g.mu.Unlock()
 		return -1, nil
 	}
@@ -429,15 +478,19 @@ func (g *goRunner) exec(ctx context.Context, cmd *exec.Cmd) (int, error) {
 	g.pgid = cmd.Process.Pid
 	g.mu.Unlock()
 	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
 	go func() {
+		defer wg.Done()
 		select {
-		case <-ctx.Done():
+		case <-stop:
 			g.kill()
 		case <-done:
 		}
 	}()
 	werr := cmd.Wait()
 	close(done)
+	wg.Wait()
 	g.mu.Lock()
 	proc.SignalGroup(g.pgid, syscall.SIGKILL) // what the program left behind
 	g.pgid = 0
@@ -446,25 +499,14 @@ func (g *goRunner) exec(ctx context.Context, cmd *exec.Cmd) (int, error) {
 	return code, nil
 }
 
-func (g *goRunner) wasInterrupted() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.stopped
-}
-
 // kill kills the build or program in progress.
 func (g *goRunner) kill() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.stopped = true
 	if g.pgid != 0 {
 		proc.SignalGroup(g.pgid, syscall.SIGKILL)
 	}
 }
-
-// interrupt kills the `go build` or the program of the run in progress;
-// the declarations are kept (there is no other state).
-func (g *goRunner) interrupt() { g.kill() }
 
 func (g *goRunner) alive() bool {
 	g.mu.Lock()

@@ -41,9 +41,16 @@ func TestJava(t *testing.T) {
 	if c := h.run(t, id, "", "\"s\" + 1"); !c.ok() || c.results()[0]["text"] != `"s1"` {
 		t.Errorf("string result: %+v", c.events)
 	}
+	// A runtime exception is EvalException, as upstream's IJava names it;
+	// the exception's class leads the value and the traceback.
 	c = h.run(t, id, "", "Integer.parseInt(\"zz\")")
-	if e := c.err(); e == nil || e.Name != "java.lang.NumberFormatException" || !strings.Contains(e.Value, "zz") || len(e.Traceback) < 2 {
-		t.Errorf("exception: %+v", c.events)
+	if e := c.err(); e == nil || e.Name != "EvalException" || !strings.HasPrefix(e.Value, "java.lang.NumberFormatException: ") || !strings.Contains(e.Value, "zz") ||
+		len(e.Traceback) < 2 || !strings.HasPrefix(e.Traceback[0], "java.lang.NumberFormatException") {
+		t.Errorf("exception: %+v %+v", c.events, c.err())
+	}
+	c = h.run(t, id, "", "int z = 10 / 0; // ArithmeticException")
+	if e := c.err(); e == nil || e.Name != "EvalException" || e.Value != "java.lang.ArithmeticException: / by zero" {
+		t.Errorf("10 / 0: %+v %+v", c.events, c.err())
 	}
 	c = h.run(t, id, "", "System.out.println(\"before\");\nint y = \"s\";\nSystem.out.println(\"after\");")
 	if e := c.err(); e == nil || e.Name != "CompilationError" || !strings.Contains(e.Value, "incompatible types") || c.stdout() != "before\n" {

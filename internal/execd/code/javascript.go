@@ -23,10 +23,11 @@ import (
 //go:embed driver.js
 var driverJS []byte
 
-// nodeRunner is the driver of a JavaScript or Java context: node running
-// driver.js (or java running Driver.java), requests as JSON lines on its stdin, events as JSON lines on
-// its file descriptor 3. What the process or its children write to
-// stdout/stderr directly goes to the run in progress.
+// nodeRunner is the driver of a JavaScript, TypeScript or Java context:
+// node running driver.js (or java running Driver.java), requests as JSON
+// lines on its stdin, events as JSON lines on its file descriptor 3. What
+// the process or its children write to stdout/stderr directly goes to the
+// run in progress.
 type nodeRunner struct {
 	id       string
 	cmd      *exec.Cmd
@@ -37,12 +38,13 @@ type nodeRunner struct {
 	status   string
 	name     string // "JavaScript driver"
 	softStop bool   // see driverSpec.softStop
+	grace    time.Duration
 
 	wmu sync.Mutex // serializes writes to stdin
 
 	mu          sync.Mutex
 	cur         *jsRun
-	interrupted bool
+	interrupted bool // killed by an interrupt
 	seq         int
 
 	closeOnce sync.Once
@@ -82,15 +84,11 @@ type driverSpec struct {
 	source []byte
 	prefix string // scratch directory prefix
 	argv   func(bin, script string) []string
-	// softStop: the driver stops a cell in place on {"stop": true}, keeping
-	// its state; it is killed only when the cell has not ended within
-	// softStopGrace.
+	// softStop: the driver stops a cell in place on {"stop": true, "id"},
+	// keeping its state; it is killed only when the cell has not ended
+	// within the interrupt grace. Without it an interrupt kills the driver.
 	softStop bool
 }
-
-// softStopGrace is how long an interrupted cell of a driver with softStop
-// may take to end before the driver is killed.
-const softStopGrace = 3 * time.Second
 
 func startDriver(ctx context.Context, m *Manager, c *codeContext, spec driverSpec) (runner, error) {
 	env, err := m.opts.Env.Environ(nil)
@@ -110,7 +108,7 @@ func startDriver(ctx context.Context, m *Manager, c *codeContext, spec driverSpe
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	n := &nodeRunner{id: c.id, dir: dir, name: spec.name, softStop: spec.softStop, log: &tailBuffer{max: 8 << 10}, exited: make(chan struct{})}
+	n := &nodeRunner{id: c.id, dir: dir, name: spec.name, softStop: spec.softStop, grace: m.opts.InterruptGrace, log: &tailBuffer{max: 8 << 10}, exited: make(chan struct{})}
 	argv := spec.argv(bin, script)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
@@ -213,7 +211,7 @@ func (n *nodeRunner) copyRaw(f *os.File, typ string) {
 	}
 }
 
-func (n *nodeRunner) run(ctx context.Context, sw *eventstream.Writer, code string) bool {
+func (n *nodeRunner) run(ctx context.Context, sw *eventstream.Writer, code string, stop <-chan struct{}) bool {
 	started := time.Now()
 	sw.SendFlush(sandbox.StreamEvent{Type: sandbox.EventInit, Text: n.id})
 	pingCtx, stopPing := context.WithCancel(ctx)
@@ -221,6 +219,13 @@ func (n *nodeRunner) run(ctx context.Context, sw *eventstream.Writer, code strin
 	go sw.Ping(pingCtx, eventstream.PingInterval)
 	defer sw.Close()
 
+	if stopped(stop) {
+		// Interrupted before the driver got the cell: it never runs.
+		stopPing()
+		msg := "execution interrupted before the cell ran; the context keeps its state"
+		sendError(sw, sandbox.ErrNameInterrupted, msg, []string{msg})
+		return true
+	}
 	n.mu.Lock()
 	n.seq++
 	r := &jsRun{id: strconv.Itoa(n.seq), ch: make(chan jsEvent, 64), sw: sw}
@@ -236,7 +241,10 @@ func (n *nodeRunner) run(ctx context.Context, sw *eventstream.Writer, code strin
 		sendError(sw, sandbox.ErrNameKernelDied, "write to driver: "+err.Error(), nil)
 		return false
 	}
-	var errEv *sandbox.StreamError
+	var (
+		errEv *sandbox.StreamError
+		grace <-chan time.Time
+	)
 	for {
 		select {
 		case ev := <-r.ch:
@@ -268,59 +276,27 @@ func (n *nodeRunner) run(ctx context.Context, sw *eventstream.Writer, code strin
 				sendError(sw, sandbox.ErrNameKernelDied, n.status, []string{msg})
 			}
 			return false
-		case <-ctx.Done():
-			// The client left: stop the cell. A JavaScript cell cannot be
-			// stopped in place, so that driver goes (and is restarted).
-			n.interrupt()
-			if n.softStop {
-				t := time.NewTimer(softStopGrace + time.Second)
-				defer t.Stop()
-				for {
-					select {
-					case ev := <-r.ch:
-						if ev.Type == "done" {
-							return true
-						}
-						continue
-					case <-n.exited:
-					case <-t.C:
-						n.kill()
-						<-n.exited
-					}
-					return false
-				}
+		case <-stop:
+			stop = nil
+			if !n.softStop {
+				// A busy event loop cannot be interrupted from outside:
+				// the driver goes, and the context restarts it.
+				n.kill()
+				continue
 			}
-			<-n.exited
-			return false
-		}
-	}
-}
-
-// interrupt stops the cell in progress. The JavaScript driver is killed:
-// a busy event loop cannot be interrupted from outside; the context
-// restarts it, without its state. The Java driver is asked to stop the
-// cell (JShell.stop), and killed only if the cell has not ended within
-// softStopGrace.
-func (n *nodeRunner) interrupt() {
-	if !n.softStop {
-		n.kill()
-		return
-	}
-	n.mu.Lock()
-	r := n.cur
-	n.mu.Unlock()
-	if r == nil {
-		return
-	}
-	n.write([]byte("{\"stop\": true}\n"))
-	time.AfterFunc(softStopGrace, func() {
-		n.mu.Lock()
-		still := n.cur == r
-		n.mu.Unlock()
-		if still {
+			// The driver stops the cell in place, even one it has not
+			// started yet: the stop names the cell.
+			req, _ := json.Marshal(map[string]any{"stop": true, "id": r.id})
+			n.write(append(req, '\n'))
+			t := time.NewTimer(n.grace)
+			defer t.Stop()
+			grace = t.C
+		case <-grace:
+			// The cell ignores the stop: the driver goes, and its state.
+			grace = nil
 			n.kill()
 		}
-	})
+	}
 }
 
 func (n *nodeRunner) write(b []byte) (int, error) {

@@ -9,7 +9,9 @@
 // Bash contexts are persistent shells from the session package. Java
 // contexts run an embedded Java driver (Driver.java) over the JShell API,
 // speaking the JavaScript driver's protocol. Go contexts keep declarations
-// and compile and run statements cells (golang.go).
+// and compile and run statements cells and whole programs (golang.go).
+// TypeScript contexts run the JavaScript driver, which transpiles each cell
+// with the image's typescript module (typescript.go).
 package code
 
 import (
@@ -36,6 +38,10 @@ type Options struct {
 	// StartTimeout bounds how long an interpreter may take to become
 	// ready; default 30s.
 	StartTimeout time.Duration
+	// InterruptGrace is how long an interrupted run may take to end
+	// before its interpreter is killed (and restarted without its state);
+	// default 3s.
+	InterruptGrace time.Duration
 	// MaxJSONBody caps request bodies; default 1 MiB.
 	MaxJSONBody int64
 	// Logger defaults to slog.Default().
@@ -63,6 +69,9 @@ func New(opts Options) *Manager {
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 30 * time.Second
 	}
+	if opts.InterruptGrace <= 0 {
+		opts.InterruptGrace = 3 * time.Second
+	}
 	if opts.MaxJSONBody <= 0 {
 		opts.MaxJSONBody = 1 << 20
 	}
@@ -85,7 +94,11 @@ func (m *Manager) newContext(lang, cwd string) (*codeContext, error) {
 	}
 	if !ok || err != nil {
 		avail := m.det.available(env)
-		return nil, apierror.BadRequest(apierror.CodeNotSupported, "language %q is not supported here; available: %s", lang, strings.Join(avail, ", "))
+		why := ""
+		if errors.Is(err, errNoTypeScript) {
+			why = " (" + strings.TrimPrefix(err.Error(), errUnsupported.Error()+": ") + ")"
+		}
+		return nil, apierror.BadRequest(apierror.CodeNotSupported, "language %q is not supported here%s; available: %s", lang, why, strings.Join(avail, ", "))
 	}
 	dir, err := procenv.ResolveDir(cwd, env)
 	if err != nil {
@@ -362,4 +375,5 @@ var starters = map[string]func(ctx context.Context, m *Manager, c *codeContext) 
 	sandbox.LanguageBash:       startBash,
 	langJava:                   startJava,
 	langGo:                     startGo,
+	langTypeScript:             startTypeScript,
 }

@@ -34,7 +34,8 @@ type pyKernel struct {
 	sig    *signer
 	log    *tailBuffer
 	exited chan struct{}
-	status string // how the process ended, valid after exited closes
+	status string        // how the process ended, valid after exited closes
+	grace  time.Duration // see Options.InterruptGrace
 
 	sockCtx               context.Context
 	cancelSocks           context.CancelFunc
@@ -78,6 +79,7 @@ func startPython(ctx context.Context, m *Manager, c *codeContext) (runner, error
 		sig:     newSigner(),
 		log:     &tailBuffer{max: 8 << 10},
 		exited:  make(chan struct{}),
+		grace:   m.opts.InterruptGrace,
 		waiters: map[string]*waiter{},
 	}
 	// Port 0 everywhere: the kernel binds ports of its own choosing and
@@ -338,7 +340,23 @@ type outputContent struct {
 	Status         string         `json:"status"`
 }
 
-func (k *pyKernel) run(ctx context.Context, sw *eventstream.Writer, code string) bool {
+// run sends the cell and maps the kernel's messages to events until the
+// kernel has replied and reported itself idle for it.
+//
+// Interrupts are SIGINT, which ipykernel turns into KeyboardInterrupt only
+// while it handles a request: between requests it ignores SIGINT, and a
+// SIGINT that lands in its own code around the cell (after it has taken
+// the request, before or after the user's code) is caught and logged, the
+// request then ending with an idle status and no reply. So an interrupt
+// that comes before the kernel has announced the cell (execute_input,
+// published once its SIGINT handler is in place) is held until it does,
+// and sent once: a second SIGINT could land in the kernel's own handling
+// of the first; an idle without a reply is checked with a
+// kernel_info_request, whose reply follows every earlier reply on the
+// shell socket, so that its arrival proves no execute_reply is coming; and
+// a kernel that has not ended the cell within the interrupt grace is
+// killed.
+func (k *pyKernel) run(ctx context.Context, sw *eventstream.Writer, code string, stop <-chan struct{}) bool {
 	started := time.Now()
 	sw.SendFlush(sandbox.StreamEvent{Type: sandbox.EventInit, Text: k.id})
 	pingCtx, stopPing := context.WithCancel(ctx)
@@ -346,6 +364,12 @@ func (k *pyKernel) run(ctx context.Context, sw *eventstream.Writer, code string)
 	go sw.Ping(pingCtx, eventstream.PingInterval)
 	defer sw.Close()
 
+	if stopped(stop) {
+		// Interrupted before the kernel got the cell: it never runs.
+		stopPing()
+		sendError(sw, "KeyboardInterrupt", interruptedBeforeStart, []string{"KeyboardInterrupt: " + interruptedBeforeStart})
+		return true
+	}
 	id, w, err := k.request(k.shell, "execute_request", executeRequest{
 		// Runs are queued by execd, never by the kernel, so there is
 		// nothing for stop_on_error to abort, and with it ipykernel may
@@ -363,58 +387,127 @@ func (k *pyKernel) run(ctx context.Context, sw *eventstream.Writer, code string)
 		idle, replied bool
 		replyStatus   string
 		countSent     bool
-		clientGone    <-chan struct{} = ctx.Done()
-		giveUp        <-chan time.Time
+		announced     bool // execute_input seen: the kernel handles the cell
+		interrupted   bool
+		held          bool    // an interrupt waits for the announcement
+		probe         *waiter // kernel_info_request after an idle without reply
+		probeID       string
+		grace         <-chan time.Time
 	)
+	defer func() {
+		if probe != nil {
+			k.unwait(probeID)
+		}
+	}()
+	handle := func(rm routed) {
+		var c outputContent
+		if err := json.Unmarshal(rm.m.Content, &c); err != nil {
+			return
+		}
+		switch rm.m.Header.MsgType {
+		case "execute_input":
+			announced = true
+			if held {
+				held = false
+				k.sigint()
+			}
+			if c.ExecutionCount > 0 && !countSent {
+				countSent = true
+				sw.SendFlush(sandbox.StreamEvent{Type: sandbox.EventExecutionCount, ExecutionCount: c.ExecutionCount})
+			}
+		case "stream":
+			typ := sandbox.EventStdout
+			if c.Name == "stderr" {
+				typ = sandbox.EventStderr
+			}
+			sw.SendFlush(sandbox.StreamEvent{Type: typ, Text: c.Text})
+		case "execute_result", "display_data":
+			sw.SendFlush(sandbox.StreamEvent{Type: sandbox.EventResult, Results: mimeBundle(c.Data)})
+		case "error":
+			errEv = &sandbox.StreamError{Name: c.EName, Value: c.EValue, Traceback: nonNil(c.Traceback)}
+		case "status":
+			if rm.iopub && c.ExecutionState == "idle" {
+				idle = true
+			}
+		case "execute_reply":
+			replied = true
+			replyStatus = c.Status
+			if c.Status == "error" && errEv == nil {
+				errEv = &sandbox.StreamError{Name: c.EName, Value: c.EValue, Traceback: nonNil(c.Traceback)}
+			}
+			if c.Status == "aborted" && errEv == nil {
+				errEv = &sandbox.StreamError{Name: "ExecutionAborted", Value: "the kernel aborted the execution", Traceback: []string{}}
+			}
+		}
+	}
+	var probeCh <-chan routed
 	for !(idle && replied) {
+		if idle && !replied && probe == nil {
+			// Idle without a reply, so far: the reply may still be on its
+			// way (shell and iopub are separate sockets), or never come.
+			var err error
+			probeID, probe, err = k.request(k.shell, "kernel_info_request", struct{}{})
+			if err != nil {
+				sendError(sw, "KernelError", err.Error(), nil)
+				return k.alive()
+			}
+			probeCh = probe.ch
+		}
 		select {
 		case rm := <-w.ch:
-			var c outputContent
-			if err := json.Unmarshal(rm.m.Content, &c); err != nil {
+			handle(rm)
+		case rm := <-probeCh:
+			if rm.iopub || rm.m.Header.MsgType != "kernel_info_reply" {
 				continue
 			}
-			switch rm.m.Header.MsgType {
-			case "execute_input":
-				if c.ExecutionCount > 0 && !countSent {
-					countSent = true
-					sw.SendFlush(sandbox.StreamEvent{Type: sandbox.EventExecutionCount, ExecutionCount: c.ExecutionCount})
-				}
-			case "stream":
-				typ := sandbox.EventStdout
-				if c.Name == "stderr" {
-					typ = sandbox.EventStderr
-				}
-				sw.SendFlush(sandbox.StreamEvent{Type: typ, Text: c.Text})
-			case "execute_result", "display_data":
-				sw.SendFlush(sandbox.StreamEvent{Type: sandbox.EventResult, Results: mimeBundle(c.Data)})
-			case "error":
-				errEv = &sandbox.StreamError{Name: c.EName, Value: c.EValue, Traceback: nonNil(c.Traceback)}
-			case "status":
-				if rm.iopub && c.ExecutionState == "idle" {
-					idle = true
-				}
-			case "execute_reply":
-				replied = true
-				replyStatus = c.Status
-				if c.Status == "error" && errEv == nil {
-					errEv = &sandbox.StreamError{Name: c.EName, Value: c.EValue, Traceback: nonNil(c.Traceback)}
-				}
-				if c.Status == "aborted" && errEv == nil {
-					errEv = &sandbox.StreamError{Name: "ExecutionAborted", Value: "the kernel aborted the execution", Traceback: []string{}}
+			// Every message that came before the probe's reply is queued
+			// in w.ch already (one shell socket, read in order).
+			for drained := false; !drained; {
+				select {
+				case rm := <-w.ch:
+					handle(rm)
+				default:
+					drained = true
 				}
 			}
+			if !replied {
+				stopPing()
+				if interrupted {
+					sendError(sw, "KeyboardInterrupt", interruptedInKernel, []string{"KeyboardInterrupt: " + interruptedInKernel})
+				} else {
+					msg := "the kernel ended the cell without a reply (see its log)"
+					sendError(sw, "KernelError", msg, []string{msg})
+				}
+				return true
+			}
+		case <-stop:
+			stop = nil
+			interrupted = true
+			switch {
+			case idle:
+				// The cell is over: only its reply is awaited, and a
+				// SIGINT could only hit the probe.
+			case announced:
+				k.sigint()
+			default:
+				held = true
+			}
+			t := time.NewTimer(k.grace)
+			defer t.Stop()
+			grace = t.C
+		case <-grace:
+			// The cell ignores KeyboardInterrupt, or is stuck where
+			// signals are not seen: the kernel goes, and its state.
+			proc.SignalGroup(k.cmd.Process.Pid, syscall.SIGKILL)
+			<-k.exited
+			stopPing()
+			msg := fmt.Sprintf("execution interrupted: the cell did not stop within %v of the interrupt, so the python kernel was restarted and the context's state is lost", k.grace)
+			sendError(sw, sandbox.ErrNameInterrupted, msg, []string{msg})
+			return false
 		case <-k.exited:
 			msg := "the python kernel died (" + k.status + "); it is restarted and the context's state is lost"
 			sendError(sw, sandbox.ErrNameKernelDied, k.status, []string{msg})
 			return false
-		case <-clientGone:
-			// Nobody reads the stream any more: stop the cell and wait
-			// (bounded) for the kernel to settle, keeping the queue.
-			clientGone = nil
-			k.interrupt()
-			giveUp = time.After(5 * time.Second)
-		case <-giveUp:
-			return k.alive()
 		}
 	}
 	stopPing()
@@ -430,6 +523,11 @@ func (k *pyKernel) run(ctx context.Context, sw *eventstream.Writer, code string)
 	sw.Send(sandbox.StreamEvent{Type: sandbox.EventExecutionComplete, ExecutionTime: time.Since(started).Milliseconds()})
 	return true
 }
+
+const (
+	interruptedBeforeStart = "execution interrupted before the cell ran"
+	interruptedInKernel    = "execution interrupted"
+)
 
 // mimeBundle renames text/plain to text, as the execd wire format has it,
 // and keeps every other MIME type as the kernel sent it.
@@ -455,9 +553,9 @@ func sendError(sw *eventstream.Writer, name, value string, tb []string) {
 	sw.Send(sandbox.StreamEvent{Type: sandbox.EventError, Error: &sandbox.StreamError{Name: name, Value: value, Traceback: nonNil(tb)}})
 }
 
-// interrupt sends SIGINT to the kernel's process group: ipykernel's
-// default interrupt mode turns it into KeyboardInterrupt in the cell.
-func (k *pyKernel) interrupt() {
+// sigint sends SIGINT to the kernel's process group: ipykernel's default
+// interrupt mode turns it into KeyboardInterrupt in the cell.
+func (k *pyKernel) sigint() {
 	if k.alive() {
 		proc.SignalGroup(k.cmd.Process.Pid, syscall.SIGINT)
 	}

@@ -69,7 +69,9 @@ func (e *testEnv) post(t *testing.T, ctx context.Context, req any) *http.Respons
 // run executes a command and returns all its events.
 func (e *testEnv) run(t *testing.T, req sandbox.RunCommandRequest) []sandbox.StreamEvent {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// A guard against a hung stream, not a speed check: 400k lines under
+	// the race detector on a loaded 2-core machine took over 30 s once.
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	resp := e.post(t, ctx, req)
 	defer resp.Body.Close()
@@ -359,7 +361,7 @@ func TestConcurrentCommands(t *testing.T) {
 				wantFinal = sandbox.EventError
 			}
 			if !equal(out, want) || final.Type != wantFinal {
-				errs <- fmt.Sprintf("command %d: stdout %q final %+v; want %q %s", i, out, final, want, wantFinal)
+				errs <- fmt.Sprintf("command %d: stdout %q final %+v (error %+v); want %q %s", i, out, final, final.Error, want, wantFinal)
 			}
 		}()
 	}
@@ -663,5 +665,46 @@ func TestRetention(t *testing.T) {
 	logs, _ := filepath.Glob(filepath.Join(e.m.opts.LogDir, "*.log"))
 	if len(logs) != 2 {
 		t.Errorf("log files = %d, want 2", len(logs))
+	}
+}
+
+// TestDrainBufferedAfterDeadline: once the drain deadline has passed, a
+// read fails without looking at the pipe, even with output waiting there;
+// that lost the output of commands whose pump ran late on a loaded
+// machine (TestConcurrentCommands saw a command with no stdout).
+// drainBuffered must still hand over what the pipe holds.
+func TestDrainBufferedAfterDeadline(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	want := strings.Repeat("line\n", 10000) // 50 KB, under a pipe's capacity
+	if _, err := w.WriteString(want); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	r.SetReadDeadline(time.Now().Add(-time.Second))
+	buf := make([]byte, 4096)
+	if _, err := r.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read past the deadline = %v; the premise of this test changed", err)
+	}
+	var got bytes.Buffer
+	drainBuffered(r, buf, func(b []byte) { got.Write(b) })
+	if got.String() != want {
+		t.Errorf("drainBuffered took %d bytes, want %d", got.Len(), len(want))
+	}
+
+	// An empty pipe with a live writer answers at once.
+	r2, w2, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	defer w2.Close()
+	got.Reset()
+	drainBuffered(r2, buf, func(b []byte) { got.Write(b) })
+	if got.Len() != 0 {
+		t.Errorf("drainBuffered of an empty pipe took %q", got.String())
 	}
 }

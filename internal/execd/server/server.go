@@ -27,12 +27,17 @@ import (
 )
 
 // Config holds the parts the server routes to. All fields are required
-// except AccessToken and Logger.
+// except AccessToken, Logger and Port.
 type Config struct {
 	// AccessToken, when set, must be sent in X-EXECD-ACCESS-TOKEN with
 	// every request.
 	AccessToken string
 	Logger      *slog.Logger
+	// Port is the TCP port execd listens on. Requests for /proxy/{Port}/...
+	// (the shape a Docker bridge endpoint for execd has) are served by
+	// execd's own routes with the prefix removed, never forwarded to
+	// itself. 0 turns that off.
+	Port int
 
 	Commands *command.Manager
 	Sessions *session.Manager
@@ -135,8 +140,8 @@ func (s *Server) routes() []route {
 		{"POST /v1/isolated/session/{sessionId}/directories", c.Isolated.Files},
 		{"DELETE /v1/isolated/session/{sessionId}/directories", c.Isolated.Files},
 
-		{"/proxy/{port}", c.Proxy.ServeHTTP},
-		{"/proxy/{port}/", c.Proxy.ServeHTTP},
+		{"/proxy/{port}", s.proxy},
+		{"/proxy/{port}/", s.proxy},
 	}
 }
 
@@ -144,6 +149,17 @@ func (s *Server) routes() []route {
 func (s *Server) Handler() http.Handler { return s.handler }
 
 func (s *Server) ping(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }
+
+// proxy serves /proxy/{port}: execd's own port in-process, through this
+// route table (the caller already passed auth), any other port through
+// the forwarding proxy.
+func (s *Server) proxy(w http.ResponseWriter, r *http.Request) {
+	if local, ok := proxy.Local(r, s.cfg.Port); ok {
+		s.mux.ServeHTTP(w, local)
+		return
+	}
+	s.cfg.Proxy.ServeHTTP(w, r)
+}
 
 func (s *Server) commandQuery(w http.ResponseWriter, r *http.Request) {
 	a, b := r.PathValue("a"), r.PathValue("b")

@@ -133,8 +133,14 @@ func (sh *Shell) Close() {
 	})
 }
 
+// interruptResend is how often an interrupt signals the shell's
+// descendants again until the run ends: a command the shell had not yet
+// forked at the first signal is stopped too.
+const interruptResend = 50 * time.Millisecond
+
 // Interrupt stops the current run's processes (not the shell itself):
-// SIGTERM to every descendant of the shell, SIGKILL after the grace period.
+// SIGTERM to every descendant of the shell, SIGKILL after the grace period,
+// each repeated until the run ends.
 func (sh *Shell) Interrupt(reason string) {
 	sh.mu.Lock()
 	r := sh.cur
@@ -149,11 +155,21 @@ func (sh *Shell) Interrupt(reason string) {
 		go func() {
 			t := time.NewTimer(sh.killGrace)
 			defer t.Stop()
-			select {
-			case <-r.done:
-			case <-sh.exited:
-			case <-t.C:
-				proc.SignalDescendants(pid, syscall.SIGKILL)
+			tick := time.NewTicker(interruptResend)
+			defer tick.Stop()
+			sig := syscall.SIGTERM
+			for {
+				select {
+				case <-r.done:
+					return
+				case <-sh.exited:
+					return
+				case <-t.C:
+					sig = syscall.SIGKILL
+					proc.SignalDescendants(pid, sig)
+				case <-tick.C:
+					proc.SignalDescendants(pid, sig)
+				}
 			}
 		}()
 	})
@@ -161,6 +177,13 @@ func (sh *Shell) Interrupt(reason string) {
 
 // Run executes req in the shell and streams its output to sw.
 func (sh *Shell) Run(ctx context.Context, sw *eventstream.Writer, req sandbox.RunInSessionRequest) {
+	sh.RunStoppable(ctx, sw, req, nil)
+}
+
+// RunStoppable is Run that interrupts the run once stop is closed, at
+// whatever point it has reached (even before the command is written to
+// the shell).
+func (sh *Shell) RunStoppable(ctx context.Context, sw *eventstream.Writer, req sandbox.RunInSessionRequest, stop <-chan struct{}) {
 	select {
 	case sh.runSem <- struct{}{}:
 		defer func() { <-sh.runSem }()
@@ -234,6 +257,9 @@ func (sh *Shell) Run(ctx context.Context, sw *eventstream.Writer, req sandbox.Ru
 		case <-timeout:
 			timeout = nil
 			sh.Interrupt(fmt.Sprintf("command timed out after %dms", req.Timeout))
+		case <-stop:
+			stop = nil
+			sh.Interrupt("interrupted")
 		case <-ctx.Done():
 			// The client left: stop the run, keep the session.
 			sh.Interrupt("client disconnected")

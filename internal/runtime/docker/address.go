@@ -17,10 +17,13 @@ var (
 	httpPortKey  = nat.Port(strconv.Itoa(sandbox.HTTPPort) + "/tcp")
 )
 
-// Address tells how to reach port of sandbox id. In bridge mode execd's
-// port and the HTTP port are published on HostIP and every other port is
-// reached through execd's /proxy/<port>; in host mode ports are reached
-// directly. ErrConflict when the sandbox is not running.
+// Address tells how to reach port of sandbox id. In bridge mode (and on
+// a network) execd's port and the HTTP port are published on HostIP; the
+// HTTP port is reached on its own published port and every other port,
+// execd's included, through execd's published port under /proxy/<port>.
+// Behind an egress sidecar its API port is the sidecar's own published
+// port. In host mode ports are reached directly. ErrConflict when the
+// sandbox is not running.
 func (r *Runtime) Address(ctx context.Context, id string, port int) (runtime.Address, error) {
 	if port < 1 || port > 65535 {
 		return runtime.Address{}, fmt.Errorf("docker: sandbox %s: port %d outside 1..65535: %w", id, port, runtime.ErrInvalid)
@@ -77,20 +80,16 @@ func (r *Runtime) addressOf(c container.InspectResponse, id string, port int) (r
 		}
 		return runtime.Address{Host: host, Port: p}, nil
 	}
-	switch port {
-	case sandbox.ExecdPort:
-		p, err := publishedPort(c, execdPortKey)
-		if err != nil {
-			return runtime.Address{}, fmt.Errorf("docker: sandbox %s: %w", id, err)
-		}
-		return runtime.Address{Host: host, Port: p}, nil
-	case sandbox.HTTPPort:
+	if port == sandbox.HTTPPort {
 		p, err := publishedPort(c, httpPortKey)
 		if err != nil {
 			return runtime.Address{}, fmt.Errorf("docker: sandbox %s: %w", id, err)
 		}
 		return runtime.Address{Host: host, Port: p}, nil
 	}
+	// Every other port, execd's own included, is execd's published port
+	// under /proxy/{port}, the shape upstream's clients and suites expect;
+	// execd serves /proxy/44772 itself, without a hop.
 	p, err := publishedPort(c, execdPortKey)
 	if err != nil {
 		return runtime.Address{}, fmt.Errorf("docker: sandbox %s: %w", id, err)

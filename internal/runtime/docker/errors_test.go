@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -95,14 +96,24 @@ func TestCreateFailuresLeaveNothing(t *testing.T) {
 	})
 
 	t.Run("pull", func(t *testing.T) {
+		listed := "opensandbox/osbtest-runtime-" + env.run + ":listed"
+		if out, err := exec.Command("docker", "tag", env.image, listed).CombinedOutput(); err != nil {
+			t.Fatalf("docker tag: %v\n%s", err, out)
+		}
+		t.Cleanup(func() { exec.Command("docker", "rmi", listed).Run() }) // the tag only: env.image stays
 		spec := baseSpec(t)
 		spec.Image = "127.0.0.1:1/opensandbox-test/nope:latest" // nothing listens on port 1
 		_, err := r.Create(ctx, spec)
 		t.Logf("pull failure: %v", err)
 		wantClass(t, "Create with an image that cannot be pulled", err, runtime.ErrImagePull)
 		wantClass(t, "Create with an image that cannot be pulled", err, runtime.ErrInvalid)
-		if err != nil && !strings.Contains(err.Error(), "pull image "+spec.Image) {
-			t.Errorf("pull error %q does not name the image", err)
+		if err != nil && !strings.Contains(err.Error(), "image "+spec.Image+" is not present locally and could not be pulled (") {
+			t.Errorf("pull error %q does not say that the image is neither here nor pullable", err)
+		}
+		// The local opensandbox images are named: here the test image,
+		// under a tag in that repository for this run.
+		if err != nil && (!strings.Contains(err.Error(), "local opensandbox images: ") || !strings.Contains(err.Error(), listed)) {
+			t.Errorf("pull error %q does not list the local opensandbox images (%s among them)", err, listed)
 		}
 		if containerExists(containerName(spec.ID)) {
 			t.Errorf("failed pull left a container")

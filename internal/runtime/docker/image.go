@@ -6,7 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"sort"
+	"strings"
+	"time"
 
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/registry"
 
@@ -14,8 +19,20 @@ import (
 )
 
 // resolveImage returns the image reference spec starts from, pulling a
-// user image the engine does not have, and the image's labels.
+// user image the engine does not have, and the image's labels. It refuses
+// a spec whose runtime version variables the image cannot satisfy.
 func (r *Runtime) resolveImage(ctx context.Context, spec runtime.Spec) (string, map[string]string, error) {
+	ref, labels, err := r.findImage(ctx, spec)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := checkVersions(spec, ref, labels); err != nil {
+		return "", nil, err
+	}
+	return ref, labels, nil
+}
+
+func (r *Runtime) findImage(ctx context.Context, spec runtime.Spec) (string, map[string]string, error) {
 	if spec.SnapshotID != "" {
 		ref := snapshotRef(spec.SnapshotID)
 		img, err := r.cli.ImageInspect(ctx, ref)
@@ -34,7 +51,11 @@ func (r *Runtime) resolveImage(ctx context.Context, spec runtime.Spec) (string, 
 	if err != nil && classOf(err) != runtime.ErrNotFound {
 		return "", nil, engineErr(err, "docker: sandbox %s: inspect image %s", spec.ID, spec.Image)
 	}
-	if err := r.pull(ctx, spec); err != nil {
+	var local *image.InspectResponse // the image is here, for another platform
+	if err == nil {
+		local = &img
+	}
+	if err := r.pull(ctx, spec, local); err != nil {
 		return "", nil, err
 	}
 	img, err = r.cli.ImageInspect(ctx, spec.Image)
@@ -58,10 +79,11 @@ func platformMatches(img image.InspectResponse, p *runtime.Platform) bool {
 	return (p.OS == "" || p.OS == img.Os) && (p.Arch == "" || p.Arch == img.Architecture)
 }
 
-// pull fetches spec.Image; any failure is runtime.ErrImagePull carrying the
+// pull fetches spec.Image, which is not here (local == nil) or is here only
+// for another platform. Any failure is runtime.ErrImagePull carrying the
 // engine's message (the reference or the credentials are wrong, or the
-// registry cannot be reached).
-func (r *Runtime) pull(ctx context.Context, spec runtime.Spec) error {
+// registry cannot be reached) and naming the images that are here.
+func (r *Runtime) pull(ctx context.Context, spec runtime.Spec, local *image.InspectResponse) error {
 	opts := image.PullOptions{}
 	if a := spec.ImageAuth; a != nil {
 		auth, err := registry.EncodeAuthConfig(registry.AuthConfig{Username: a.Username, Password: a.Password})
@@ -82,14 +104,14 @@ func (r *Runtime) pull(ctx context.Context, spec runtime.Spec) error {
 		if c := classOf(err); c == runtime.ErrUnavailable || ctx.Err() != nil {
 			return engineErr(err, "docker: sandbox %s: pull image %s", spec.ID, spec.Image)
 		}
-		return classErr(runtime.ErrImagePull, err, "docker: sandbox %s: pull image %s", spec.ID, spec.Image)
+		return r.notPulled(ctx, spec, local, err)
 	}
 	defer rc.Close()
 	if err := readPullStream(rc); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("docker: sandbox %s: pull image %s: %w", spec.ID, spec.Image, ctx.Err())
 		}
-		return classErr(runtime.ErrImagePull, err, "docker: sandbox %s: pull image %s", spec.ID, spec.Image)
+		return r.notPulled(ctx, spec, local, err)
 	}
 	return nil
 }
@@ -119,3 +141,86 @@ func readPullStream(rc io.Reader) error {
 		}
 	}
 }
+
+// localRepo is the repository images/build.sh tags its images under.
+// Without a registry they are the images there are, so a failed pull
+// names them.
+const localRepo = "opensandbox"
+
+// maxListedImages bounds the list a failed pull gives.
+const maxListedImages = 20
+
+// notPulled is the error of a failed pull: it says that the image is not
+// here (or not for the platform asked), why the pull failed, and which
+// local opensandbox images there are instead.
+func (r *Runtime) notPulled(ctx context.Context, spec runtime.Spec, local *image.InspectResponse, pullErr error) error {
+	what := "is not present locally"
+	if local != nil && spec.Platform != nil {
+		what = fmt.Sprintf("is present locally only for %s/%s, not %s", local.Os, local.Architecture, platformString(spec.Platform))
+	}
+	return fmt.Errorf("docker: sandbox %s: image %s %s and could not be pulled (%w); %s",
+		spec.ID, spec.Image, what, &classified{class: runtime.ErrImagePull, err: pullErr}, r.localImagesNote(ctx))
+}
+
+func platformString(p *runtime.Platform) string {
+	if p.Arch == "" {
+		return p.OS
+	}
+	return p.OS + "/" + p.Arch
+}
+
+// localImagesNote lists the local images of localRepo, for an error message.
+func (r *Runtime) localImagesNote(ctx context.Context) string {
+	if ctx.Err() != nil {
+		ctx = context.WithoutCancel(ctx) // a listing is quick, and it is what explains the failure
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	imgs, err := r.cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("reference", localRepo+"/*"))})
+	if err != nil {
+		return fmt.Sprintf("cannot list the local %s images: %v", localRepo, err)
+	}
+	refs := localRefs(imgs)
+	if len(refs) == 0 {
+		return fmt.Sprintf("there are no local %s images (`make images` builds them)", localRepo)
+	}
+	more := ""
+	if len(refs) > maxListedImages {
+		more = fmt.Sprintf(" and %d more", len(refs)-maxListedImages)
+		refs = refs[:maxListedImages]
+	}
+	return fmt.Sprintf("local %s images: %s%s", localRepo, strings.Join(refs, ", "), more)
+}
+
+// localRefs returns the sorted tags of imgs in localRepo, leaving out the
+// tags images/build.sh keeps for itself: the recipe hash (the same image
+// as a named tag) and build-<pid> (an image still being checked).
+func localRefs(imgs []image.Summary) []string {
+	var refs []string
+	for _, img := range imgs {
+		recipe := img.Labels[labelRecipe]
+		for _, t := range img.RepoTags {
+			repo, tag, ok := strings.Cut(t, ":")
+			if !ok || !strings.HasPrefix(repo, localRepo+"/") {
+				continue
+			}
+			if img.Labels[labelBuiltImage] != "" && (tag == recipe || isBuildTag(tag)) {
+				continue
+			}
+			refs = append(refs, t)
+		}
+	}
+	sort.Strings(refs)
+	return slices.Compact(refs)
+}
+
+func isBuildTag(tag string) bool {
+	n, ok := strings.CutPrefix(tag, "build-")
+	return ok && n != "" && strings.Trim(n, "0123456789") == ""
+}
+
+// Labels images/build.sh puts on the images it builds.
+const (
+	labelBuiltImage = "io.opensandbox.image"  // the image's name, e.g. code-interpreter
+	labelRecipe     = "io.opensandbox.recipe" // its recipe hash, also one of its tags
+)

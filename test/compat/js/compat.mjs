@@ -119,6 +119,35 @@ function stderrLines(ex) {
   return ex.logs.stderr.map((m) => m.text);
 }
 
+// ---- execd endpoint shape (upstream's suites) ------------------------------
+// Upstream's suites accept an execd endpoint that ends in "/44772" (Docker
+// bridge: <host>:<execd's published port>/proxy/44772; server proxy:
+// <server>/sandboxes/{id}/proxy/44772) or whose port is 44772. Checks that,
+// that a raw GET of <endpoint>/ping with the endpoint's headers reaches execd,
+// and that the SDK works through the endpoint (a streamed command and a file
+// round trip on a sandbox connected afresh, which resolves it again).
+async function checkExecdEndpointShape(step, name, needs, sbx, config) {
+  await step(name, needs, async () => {
+    const ep = await sbx.getEndpoint(44772);
+    const url = new URL(`${PROTOCOL}://${ep.endpoint}`);
+    assert(
+      ep.endpoint.endsWith("/44772") || url.port === "44772",
+      `execd endpoint ${ep.endpoint} neither ends in /44772 nor has port 44772`,
+    );
+    const res = await fetch(`${url.href.replace(/\/$/, "")}/ping`, { headers: ep.headers ?? {} });
+    eq(res.status, 200, `GET ${ep.endpoint}/ping`);
+    const c = await Sandbox.connect({ sandboxId: sbx.id, connectionConfig: config });
+    try {
+      const ex = await c.commands.run("echo through-endpoint");
+      eq(stdoutLines(ex), ["through-endpoint"], "command through the execd endpoint");
+      await c.files.writeFiles([{ path: "/tmp/compat-endpoint.txt", data: "via endpoint\n" }]);
+      eq(await c.files.readFile("/tmp/compat-endpoint.txt"), "via endpoint\n", "file through the execd endpoint");
+    } finally {
+      await c.close();
+    }
+  });
+}
+
 async function runMode(mode) {
   const useServerProxy = mode === "proxy";
   const config = new ConnectionConfig({
@@ -177,6 +206,8 @@ async function runMode(mode) {
       const url = await sbx.getEndpointUrl(44772);
       eq(url, `${PROTOCOL}://${ep.endpoint}`, "getEndpointUrl");
     });
+
+    await checkExecdEndpointShape(step, "endpoint-execd-shape", ["create"], sbx, config);
 
     await step("ping", ["create"], async () => {
       eq(await sbx.isHealthy(), true, "isHealthy");
@@ -465,6 +496,7 @@ async function runMode(mode) {
       egressSandboxId = s.id;
       return s;
     });
+    await checkExecdEndpointShape(step, "egress-endpoint-execd-shape", ["egress-create"], esbx, config);
     await step("egress-policy", ["egress-create"], async () => {
       const p = await esbx.getEgressPolicy();
       eq(p.defaultAction, "deny", "policy.defaultAction");
@@ -495,6 +527,49 @@ async function runMode(mode) {
       eq((await v.getCredential("pypi")).sourceType, "inline", "sourceType");
       const patched = await v.patch({ expectedRevision: st.revision, bindings: { delete: ["pypi"] } });
       eq(patched.bindings, [], "bindings after patch");
+      await v.delete();
+    });
+    // ---- credential vault: plain-HTTP binding, passthrough and substitutions ----
+    // The SDK 0.1.11 wire format: schemes ["http"] (port 80 derived), auth
+    // type "passthrough", and auth.substitutions [{credential, placeholder,
+    // in}]. Traffic through them is tested in test/e2e (TestEgressDocker,
+    // TestEgressSidecarNetns); here the sidecar must accept, normalize and
+    // sanitize what the SDK sends.
+    await step("credential-vault-http-substitutions", ["egress-policy", "credential-vault"], async () => {
+      const v = esbx.credentialVault;
+      const secret = "compat-sub-s3cret-" + RUN;
+      const st = await v.create({
+        credentials: [{ name: "tok", source: { type: "inline", value: secret } }],
+        bindings: [
+          {
+            name: "plain",
+            match: { schemes: ["http"], hosts: ["files.pythonhosted.org"] },
+            auth: { type: "passthrough", substitutions: [{ credential: "tok", placeholder: "__TOK__", in: ["path", "query", "header", "body"] }] },
+          },
+          {
+            name: "tls",
+            match: { hosts: ["files.pythonhosted.org"], paths: ["/api/*"] },
+            auth: { type: "bearer", credential: "tok", substitutions: [{ credential: "tok", placeholder: "__TOK__", in: ["header"] }] },
+          },
+        ],
+      });
+      assert(!JSON.stringify(st).includes(secret), "vault state carries the secret");
+      eq(st.bindings.map((b) => b.name), ["plain", "tls"], "bindings");
+      const plain = await v.getBinding("plain");
+      eq(plain.match.schemes, ["http"], "plain.match.schemes");
+      eq(plain.match.ports, [80], "plain.match.ports (derived from the scheme)");
+      eq(plain.auth, { type: "passthrough" }, "plain.auth (sanitized)");
+      eq((await v.getBinding("tls")).match.ports, [443], "tls.match.ports");
+      let refused;
+      try {
+        await v.patch({
+          bindings: { replace: [{ name: "plain", match: { schemes: ["http"], hosts: ["files.pythonhosted.org"] },
+            auth: { type: "passthrough", substitutions: [{ credential: "tok", placeholder: "__TOK__", in: ["cookie"] }] } }] },
+        });
+      } catch (err) {
+        refused = err;
+      }
+      assert(refused instanceof SandboxApiException && refused.statusCode === 400, `unknown surface: want a 400, got ${describe(refused)}`);
       await v.delete();
     });
     if (esbx) {
@@ -638,6 +713,41 @@ for (const mode of MODES) {
   }
   await runMode(mode);
 }
+// ---- Images: a create from an image that is neither local nor pullable ----
+// The server keeps the IMAGE_PULL_FAILED code and says plainly that the
+// image is not here, listing the local opensandbox/* images. The registry
+// named is a closed loopback port, so nothing leaves the machine.
+async function missingImageCheck() {
+  const config = new ConnectionConfig({ protocol: PROTOCOL, requestTimeoutSeconds: 60 });
+  const step = runner("images");
+  await step("create-missing-image", [], async () => {
+    const image = "127.0.0.1:1/opensandbox/compat-missing:v9";
+    let s;
+    try {
+      s = await Sandbox.create({
+        connectionConfig: config,
+        image,
+        entrypoint: ["tail", "-f", "/dev/null"],
+        timeoutSeconds: 60,
+        metadata: { compat: RUN, mode: "images" },
+        readyTimeoutSeconds: 30,
+      });
+    } catch (err) {
+      if (!(err instanceof SandboxApiException)) throw err;
+      eq(err.statusCode, 400, "statusCode");
+      eq(err.error?.code, "IMAGE_PULL_FAILED", "error.code");
+      const want = `image ${image} is not present locally and could not be pulled (`;
+      assert(err.message.includes(want), `message ${JSON.stringify(err.message)} does not say ${JSON.stringify(want)}`);
+      assert(/local opensandbox images: |no local opensandbox images/.test(err.message),
+        `message ${JSON.stringify(err.message)} does not list the local opensandbox images`);
+      return;
+    }
+    await s.kill().catch(() => undefined);
+    fail(`create from ${image} succeeded`);
+  });
+}
+await missingImageCheck();
+
 if (failures > 0) {
   console.log(`FAILED: ${failures} step(s) failed or were blocked`);
   process.exit(1);
