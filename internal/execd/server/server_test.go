@@ -21,6 +21,7 @@ import (
 	"github.com/opensandbox-go/opensandbox/internal/execd/code"
 	"github.com/opensandbox-go/opensandbox/internal/execd/command"
 	"github.com/opensandbox-go/opensandbox/internal/execd/files"
+	"github.com/opensandbox-go/opensandbox/internal/execd/isolation"
 	"github.com/opensandbox-go/opensandbox/internal/execd/metrics"
 	"github.com/opensandbox-go/opensandbox/internal/execd/proxy"
 	"github.com/opensandbox-go/opensandbox/internal/execd/pty"
@@ -62,6 +63,7 @@ func startServer(t *testing.T) (*httptest.Server, int) {
 		Files:       files.New(files.Options{BaseDir: t.TempDir()}),
 		Metrics:     mc,
 		PTY:         pty.New(pty.Options{}),
+		Isolated:    isolation.New(isolation.Options{}),
 		Proxy:       proxy.New(proxy.Options{Host: forwardHost, StripHeaders: []string{sandbox.AccessTokenHeader}}),
 	})
 	srv := httptest.NewUnstartedServer(s.Handler())
