@@ -136,31 +136,5 @@ func interruptAtInit(t *testing.T, p *execdProc, id, code string, bound time.Dur
 // codeRunWithin is codeRun in context id with a time limit of its own.
 func codeRunWithin(t *testing.T, p *execdProc, id string, limit time.Duration, code string) execution {
 	t.Helper()
-	b, _ := json.Marshal(sandbox.RunCodeRequest{Code: code, Context: &sandbox.CodeContext{ID: id}})
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	resp, err := p.do(ctx, http.MethodPost, "/code", "application/json", bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("POST /code: %v", err)
-	}
-	defer resp.Body.Close()
-	var ex execution
-	er := sandbox.NewEventReader(resp.Body)
-	for {
-		ev, err := er.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("POST /code: %v", err)
-		}
-		ex.events = append(ex.events, ev)
-		if ev.Type == sandbox.EventStdout {
-			ex.stdout = append(ex.stdout, ev.Text)
-		}
-	}
-	if len(ex.events) == 0 {
-		t.Fatal("POST /code: empty stream")
-	}
-	return ex
+	return p.streamWithin(t, "/code", sandbox.RunCodeRequest{Code: code, Context: &sandbox.CodeContext{ID: id}}, limit)
 }

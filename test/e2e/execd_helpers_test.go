@@ -198,8 +198,14 @@ type execution struct {
 // stream posts to a streaming endpoint and reads every event.
 func (p *execdProc) stream(t *testing.T, path string, in any) execution {
 	t.Helper()
+	return p.streamWithin(t, path, in, 60*time.Second)
+}
+
+// streamWithin is stream with a time limit of its own.
+func (p *execdProc) streamWithin(t *testing.T, path string, in any, limit time.Duration) execution {
+	t.Helper()
 	b, _ := json.Marshal(in)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	resp, err := p.do(ctx, http.MethodPost, path, "application/json", bytes.NewReader(b))
 	if err != nil {
