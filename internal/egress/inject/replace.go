@@ -24,18 +24,24 @@ func earliest(b []byte, ps []pair) (int, int) {
 }
 
 // replaceAll replaces, left to right and without overlap, every occurrence
-// of each pair's old in s.
-func replaceAll(s string, ps []pair) string {
+// of each pair's old in s. It fails (false) when the result would be more
+// than limit bytes longer than s: a short placeholder repeated many times
+// must not turn a long secret into an unbounded allocation.
+func replaceAll(s string, ps []pair, limit int) (string, bool) {
 	if len(ps) == 0 {
-		return s
+		return s, true
 	}
 	var b strings.Builder
 	rest := []byte(s)
 	changed := false
+	grown := 0
 	for {
 		at, which := earliest(rest, ps)
 		if at < 0 {
 			break
+		}
+		if grown += len(ps[which].new) - len(ps[which].old); grown > limit {
+			return "", false
 		}
 		changed = true
 		b.Write(rest[:at])
@@ -43,10 +49,10 @@ func replaceAll(s string, ps []pair) string {
 		rest = rest[at+len(ps[which].old):]
 	}
 	if !changed {
-		return s
+		return s, true
 	}
 	b.Write(rest)
-	return b.String()
+	return b.String(), true
 }
 
 // readChunk is how much of the source a replaceReader asks for at a time.
@@ -54,14 +60,17 @@ const readChunk = 32 << 10
 
 // replaceReader streams src with every pair's old replaced by its new. It
 // holds at most one read of input plus the longest tail that could still
-// become a placeholder, so memory is bounded whatever the body's size.
+// become a placeholder, and about one read of output (a scan stops once
+// readChunk bytes are out, however much the replacements expand), so
+// memory is bounded whatever the body's size and content.
 type replaceReader struct {
-	src  io.Reader
-	ps   []pair
-	keep int    // longest old minus one: the most input ever held back
-	in   []byte // input not yet scanned (a held-back tail)
-	out  []byte // replaced output not yet handed out
-	err  error  // the source's error, returned once out and in are drained
+	src     io.Reader
+	ps      []pair
+	keep    int    // longest old minus one: the most input ever held back
+	in      []byte // input not yet scanned (a held-back tail, or more when pending)
+	pending bool   // in holds input a scan left for later (its output was full)
+	out     []byte // replaced output not yet handed out
+	err     error  // the source's error, returned once out and in are drained
 }
 
 func newReplaceReader(src io.Reader, ps []pair) *replaceReader {
@@ -74,6 +83,10 @@ func newReplaceReader(src io.Reader, ps []pair) *replaceReader {
 
 func (r *replaceReader) Read(p []byte) (int, error) {
 	for len(r.out) == 0 {
+		if r.pending {
+			r.scan(r.err != nil)
+			continue
+		}
 		if r.err != nil {
 			return 0, r.err
 		}
@@ -102,11 +115,18 @@ func (r *replaceReader) Read(p []byte) (int, error) {
 }
 
 // scan moves what can no longer be part of a placeholder from in to out,
-// replaced. At the end of the source (final) nothing is held back.
+// replaced, until about readChunk bytes are out (then pending is set and
+// the rest of in waits for the next scan). At the end of the source (final)
+// nothing is held back.
 func (r *replaceReader) scan(final bool) {
 	out := r.out[:0:0]
 	rest := r.in
+	r.pending = false
 	for {
+		if len(out) >= readChunk {
+			r.out, r.in, r.pending = out, rest, true
+			return
+		}
 		at, which := earliest(rest, r.ps)
 		if at < 0 {
 			break

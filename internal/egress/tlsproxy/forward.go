@@ -74,12 +74,21 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, f *forward) {
 	}
 	if f.plan != nil {
 		f.secrets = f.plan.Secrets()
-		f.plan.RewriteHeaders(r.Header)
+		if err := f.plan.RewriteHeaders(r.Header); err != nil {
+			p.fail(w, r, f, err)
+			return
+		}
 		if err := substituteBody(r, f.plan); err != nil {
 			p.fail(w, r, f, err)
 			return
 		}
 	}
+	uri, err := requestURI(r.URL, f.plan)
+	if err != nil {
+		p.fail(w, r, f, err)
+		return
+	}
+	f.uri = uri
 	if r.ContentLength != 0 {
 		// Let the origin read the rest of the body while it answers (echo
 		// and bidirectional streams); ignore servers that cannot.
@@ -90,7 +99,6 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, f *forward) {
 		resp *http.Response
 		body *bodySender
 		stop func() bool
-		err  error
 	)
 	for attempt := 0; ; attempt++ {
 		if uc, err = p.upstreams.get(ctx, f.key); err != nil {
@@ -179,7 +187,13 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, f *forward) {
 // maxRewrittenBody is the largest body whose substitutions are applied in
 // memory, so that it keeps an exact Content-Length; a larger body, or one
 // of unknown length, streams with its substitutions and goes out chunked.
-const maxRewrittenBody = 1 << 20
+// maxRewrittenOut bounds the rewritten result held in memory: a short
+// placeholder repeated throughout a small body can expand it many times
+// over, and such a body streams too.
+const (
+	maxRewrittenBody = 1 << 20
+	maxRewrittenOut  = 2 << 20
+)
 
 // substituteBody applies the plan's body substitutions to r's body, when
 // it has any and the body is eligible (see inject.Plan.BodyRewriter).
@@ -189,11 +203,19 @@ func substituteBody(r *http.Request, plan *inject.Plan) error {
 		return nil
 	}
 	if r.ContentLength > 0 && r.ContentLength <= maxRewrittenBody {
-		b, err := io.ReadAll(wrap(io.LimitReader(r.Body, r.ContentLength)))
+		rewritten := wrap(io.LimitReader(r.Body, r.ContentLength))
+		b, err := io.ReadAll(io.LimitReader(rewritten, maxRewrittenOut+1))
 		if err != nil {
 			// The server's body reader reports a body shorter than its
 			// Content-Length as io.ErrUnexpectedEOF.
 			return fmt.Errorf("read request body: %w", err)
+		}
+		if len(b) > maxRewrittenOut {
+			// Too large once rewritten: what is read so far, then the rest
+			// as it streams.
+			r.Body = readCloser{io.MultiReader(bytes.NewReader(b), rewritten), r.Body}
+			r.ContentLength = -1
+			return nil
 		}
 		r.Body = io.NopCloser(bytes.NewReader(b))
 		r.ContentLength = int64(len(b))
@@ -294,10 +316,9 @@ func writeHead(bw *bufio.Writer, r *http.Request, f *forward, upType string) err
 			}
 		}
 	}
-	ruri := requestURI(r.URL, f.plan)
 	bw.WriteString(r.Method)
 	bw.WriteByte(' ')
-	bw.WriteString(ruri)
+	bw.WriteString(f.uri)
 	bw.WriteString(" HTTP/1.1\r\nHost: ")
 	bw.WriteString(r.Host)
 	bw.WriteString("\r\n")
@@ -351,26 +372,31 @@ func writeHead(bw *bufio.Writer, r *http.Request, f *forward, upType string) err
 // requestURI is the request target sent to the origin: the sandbox's, with
 // an ambiguous query re-encoded and the plan's path and query placeholders
 // replaced.
-func requestURI(u *url.URL, plan *inject.Plan) string {
+func requestURI(u *url.URL, plan *inject.Plan) (string, error) {
 	q := cleanQuery(u.RawQuery)
 	if u.Opaque != "" {
 		if q == u.RawQuery {
-			return u.RequestURI()
+			return u.RequestURI(), nil
 		}
 		v := *u
 		v.RawQuery = q
-		return v.RequestURI()
+		return v.RequestURI(), nil
 	}
 	path := u.EscapedPath()
 	if path == "" {
 		path = "/"
 	}
-	path = plan.RewritePath(path)
-	q = plan.RewriteQuery(q)
+	path, err := plan.RewritePath(path)
+	if err != nil {
+		return "", err
+	}
+	if q, err = plan.RewriteQuery(q); err != nil {
+		return "", err
+	}
 	if u.ForceQuery || q != "" {
 		path += "?" + q
 	}
-	return path
+	return path, nil
 }
 
 func writeHeaderLines(bw *bufio.Writer, k string, vv []string) {

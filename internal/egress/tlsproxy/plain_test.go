@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opensandbox-go/opensandbox/internal/egress/inject"
 	"github.com/opensandbox-go/opensandbox/internal/egress/vault"
 )
 
@@ -478,5 +480,26 @@ func TestPlainServerSpeaksFirst(t *testing.T) {
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil || line != "220 banner\r\n" {
 		t.Fatalf("read %q, %v; want the origin's banner", line, err)
+	}
+}
+
+// TestInMemoryBodyGrowthBounded: a small body full of a short placeholder
+// would expand many times over with a long secret; the proxy rewrites it
+// in memory only while the result stays small and streams the rest.
+func TestInMemoryBodyGrowthBounded(t *testing.T) {
+	big := strings.Repeat("v", 1<<10)
+	plan := &inject.Plan{Substitutions: []inject.Substitution{{Placeholder: "X", Value: big, In: inject.InBody}}}
+	body := strings.Repeat("X", 64<<10) // 64 MiB once substituted
+	r := httptest.NewRequest("POST", "http://bound.test/", strings.NewReader(body))
+	r.Header.Set("Content-Type", "text/plain")
+	if err := substituteBody(r, plan); err != nil {
+		t.Fatal(err)
+	}
+	if r.ContentLength != -1 {
+		t.Errorf("ContentLength = %d; want -1 (streamed, not held in memory)", r.ContentLength)
+	}
+	n, err := io.Copy(io.Discard, r.Body)
+	if err != nil || n != int64(len(body)*len(big)) {
+		t.Errorf("body: %d bytes, %v; want %d", n, err, len(body)*len(big))
 	}
 }

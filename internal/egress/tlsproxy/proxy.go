@@ -88,6 +88,7 @@ type forward struct {
 	port    int
 	key     upstreamKey
 	plan    *inject.Plan // nil when no binding matched
+	uri     string       // the request target sent, placeholders replaced
 	secrets []string     // what the answer must not show: plan.Secrets()
 }
 
