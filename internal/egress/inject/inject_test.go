@@ -258,3 +258,29 @@ func (r repeatReader) Read(p []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// TestReplaceLinearTime: many placeholders and many substitutions that do
+// not occur must not make a scan quadratic. Every pair is searched for
+// from where the last search for it ended, so the bytes searched are about
+// the input's length per pair, not per occurrence.
+func TestReplaceLinearTime(t *testing.T) {
+	ps := []pair{{"X", "v"}}
+	for i := range 40 {
+		ps = append(ps, pair{"{{ABSENT" + strings.Repeat("_", i) + "}}", "a"})
+	}
+	in := []byte(strings.Repeat("X", 64<<10))
+	m := newMatcher(in, ps)
+	for from, n := 0, 0; ; n++ {
+		at, which := m.next(from)
+		if at < 0 {
+			if n != len(in) {
+				t.Fatalf("%d matches, want %d", n, len(in))
+			}
+			break
+		}
+		from = at + len(ps[which].old)
+	}
+	if limit := 2 * len(ps) * len(in); m.searched > limit {
+		t.Errorf("searched %d bytes for %d pairs in %d bytes; want at most %d", m.searched, len(ps), len(in), limit)
+	}
+}

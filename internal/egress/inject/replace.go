@@ -9,15 +9,48 @@ import (
 // pair is one replacement: old (a form of a placeholder) by new.
 type pair struct{ old, new string }
 
-// earliest returns the position of the first occurrence of any old in b and
-// which pair it is (the longest at that position, as pairs are sorted
-// longest first), or -1.
-func earliest(b []byte, ps []pair) (int, int) {
-	at, which := -1, -1
+// matcher finds, left to right, the pairs' olds in b. It remembers where
+// each old occurs next, so each is searched for again only when a
+// replacement passed that position: a scan costs about len(b) per pair,
+// however many occurrences there are (a bytes.Index per pair at every
+// occurrence would be quadratic).
+type matcher struct {
+	b        []byte
+	olds     [][]byte
+	pos      []int // next occurrence of olds[i] at or after the last from; -1 none, -2 unknown
+	searched int   // bytes handed to bytes.Index (for tests)
+}
+
+func newMatcher(b []byte, ps []pair) *matcher {
+	m := &matcher{b: b, olds: make([][]byte, len(ps)), pos: make([]int, len(ps))}
 	for i, p := range ps {
-		j := bytes.Index(b, []byte(p.old))
-		if j >= 0 && (at < 0 || j < at) {
-			at, which = j, i
+		m.olds[i] = []byte(p.old)
+		m.pos[i] = -2
+	}
+	return m
+}
+
+// next returns the position of the first occurrence at or after from of
+// any old and which pair it is (the longest at that position, as pairs are
+// sorted longest first), or -1. from never decreases between calls.
+func (m *matcher) next(from int) (int, int) {
+	at, which := -1, -1
+	for i, old := range m.olds {
+		if m.pos[i] == -1 {
+			continue // none left in b
+		}
+		if m.pos[i] < from {
+			j := bytes.Index(m.b[from:], old)
+			if j < 0 {
+				m.searched += len(m.b) - from
+				m.pos[i] = -1
+				continue
+			}
+			m.searched += j + len(old)
+			m.pos[i] = from + j
+		}
+		if at < 0 || m.pos[i] < at {
+			at, which = m.pos[i], i
 		}
 	}
 	return at, which
@@ -32,26 +65,26 @@ func replaceAll(s string, ps []pair, limit int) (string, bool) {
 		return s, true
 	}
 	var b strings.Builder
-	rest := []byte(s)
-	changed := false
+	in := []byte(s)
+	m := newMatcher(in, ps)
+	from := 0
 	grown := 0
 	for {
-		at, which := earliest(rest, ps)
+		at, which := m.next(from)
 		if at < 0 {
 			break
 		}
 		if grown += len(ps[which].new) - len(ps[which].old); grown > limit {
 			return "", false
 		}
-		changed = true
-		b.Write(rest[:at])
+		b.Write(in[from:at])
 		b.WriteString(ps[which].new)
-		rest = rest[at+len(ps[which].old):]
+		from = at + len(ps[which].old)
 	}
-	if !changed {
+	if from == 0 {
 		return s, true
 	}
-	b.Write(rest)
+	b.Write(in[from:])
 	return b.String(), true
 }
 
@@ -120,21 +153,23 @@ func (r *replaceReader) Read(p []byte) (int, error) {
 // nothing is held back.
 func (r *replaceReader) scan(final bool) {
 	out := r.out[:0:0]
-	rest := r.in
+	m := newMatcher(r.in, r.ps)
+	from := 0
 	r.pending = false
 	for {
 		if len(out) >= readChunk {
-			r.out, r.in, r.pending = out, rest, true
+			r.out, r.in, r.pending = out, r.in[from:], true
 			return
 		}
-		at, which := earliest(rest, r.ps)
+		at, which := m.next(from)
 		if at < 0 {
 			break
 		}
-		out = append(out, rest[:at]...)
+		out = append(out, r.in[from:at]...)
 		out = append(out, r.ps[which].new...)
-		rest = rest[at+len(r.ps[which].old):]
+		from = at + len(r.ps[which].old)
 	}
+	rest := r.in[from:]
 	hold := 0
 	if !final {
 		hold = r.partialTail(rest)
