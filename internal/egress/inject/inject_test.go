@@ -284,3 +284,19 @@ func TestReplaceLinearTime(t *testing.T) {
 		t.Errorf("searched %d bytes for %d pairs in %d bytes; want at most %d", m.searched, len(ps), len(in), limit)
 	}
 }
+
+// TestReplaceReaderNestedPlaceholders: when one placeholder begins (or
+// ends inside) another, a stream cut anywhere gives what the whole input
+// gives: the longer, earlier placeholder wins even when its end has not
+// arrived yet.
+func TestReplaceReaderNestedPlaceholders(t *testing.T) {
+	ps := []pair{{"$AWS_KEY_ID", "id"}, {"{{ABCDE}}", "long"}, {"$AWS_KEY", "key"}, {"BCD", "short"}}
+	in := strings.Repeat("a=$AWS_KEY_ID b=$AWS_KEY c={{ABCDE}} d=BCD e={{ABC ", 20)
+	want, _ := replaceAll(in, ps, len(in)*10)
+	for size := 1; size <= 64; size++ {
+		got, err := io.ReadAll(newReplaceReader(&chunkReader{data: []byte(in), size: size}, ps))
+		if err != nil || string(got) != want {
+			t.Fatalf("chunks of %d:\n got %q\nwant %q", size, got, want)
+		}
+	}
+}

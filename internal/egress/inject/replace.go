@@ -149,12 +149,19 @@ func (r *replaceReader) Read(p []byte) (int, error) {
 
 // scan moves what can no longer be part of a placeholder from in to out,
 // replaced, until about readChunk bytes are out (then pending is set and
-// the rest of in waits for the next scan). At the end of the source (final)
-// nothing is held back.
+// the rest of in waits for the next scan). Unless the source has ended
+// (final), a match is taken only before the held tail, the longest end of
+// in that could still become a placeholder: a placeholder that starts
+// there, earlier than or at a complete match, might yet complete and would
+// win, as it does when the whole input is at hand.
 func (r *replaceReader) scan(final bool) {
 	out := r.out[:0:0]
 	m := newMatcher(r.in, r.ps)
 	from := 0
+	held := len(r.in) // where the held tail begins
+	if !final {
+		held -= r.partialTail(r.in)
+	}
 	r.pending = false
 	for {
 		if len(out) >= readChunk {
@@ -162,24 +169,24 @@ func (r *replaceReader) scan(final bool) {
 			return
 		}
 		at, which := m.next(from)
-		if at < 0 {
+		if at < 0 || at >= held {
 			break
 		}
 		out = append(out, r.in[from:at]...)
 		out = append(out, r.ps[which].new...)
 		from = at + len(r.ps[which].old)
+		if from > held {
+			// The match covered the start of the tail: what could still
+			// become a placeholder now begins later.
+			held = len(r.in) - r.partialTail(r.in[from:])
+		}
 	}
-	rest := r.in[from:]
-	hold := 0
-	if !final {
-		hold = r.partialTail(rest)
-	}
-	out = append(out, rest[:len(rest)-hold]...)
+	out = append(out, r.in[from:held]...)
 	r.out = out
 	// Keep the held tail at the front of a fresh slice: the next read
 	// appends after it.
-	tail := make([]byte, hold, hold+readChunk)
-	copy(tail, rest[len(rest)-hold:])
+	tail := make([]byte, len(r.in)-held, len(r.in)-held+readChunk)
+	copy(tail, r.in[held:])
 	r.in = tail
 }
 
