@@ -503,3 +503,49 @@ func TestInMemoryBodyGrowthBounded(t *testing.T) {
 		t.Errorf("body: %d bytes, %v; want %d", n, err, len(body)*len(big))
 	}
 }
+
+// TestPlainHostVariants: only a Host in plain host[:port] form, with the
+// connection's port if any, gets a binding's credential; a variant that
+// merely normalizes to the bound name (another port, a list, brackets)
+// goes to the original destination with its placeholder, as an unbound
+// request does. Case and a trailing dot are the same name.
+func TestPlainHostVariants(t *testing.T) {
+	e := newPlainEnv(t, []vault.CredentialBinding{bind("b", "bound.test", vault.Auth{Type: vault.AuthPassthrough,
+		Substitutions: []vault.Substitution{{Credential: "p", Placeholder: "{{P}}", In: []string{"header"}}}})})
+	port := strconv.Itoa(e.port)
+	send := func(host string) string {
+		t.Helper()
+		conn, err := net.Dial("tcp", e.proxyAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: %s\r\nX-Key: {{P}}\r\nConnection: close\r\n\r\n", host)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("Host %q: %v", host, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.Header.Get("X-Origin")
+	}
+	for _, host := range []string{"bound.test:1", "bound.test:" + port + ",evil.test", "bound.test:evil.test",
+		"[bound.test]", "[bound.test]:" + port, "bound.test:0" + port, "bound.test:"} {
+		if got := send(host); got != "decoy" {
+			t.Errorf("Host %q answered by %q; want the original destination", host, got)
+			continue
+		}
+		if got := e.decoy.last(t).header.Get("X-Key"); got != "{{P}}" {
+			t.Errorf("Host %q: the original destination got X-Key %q; want the placeholder", host, got)
+		}
+	}
+	for _, host := range []string{"BOUND.test", "bound.test.", "bound.test:" + port} {
+		if got := send(host); got != "bound" {
+			t.Errorf("Host %q answered by %q; want the bound host", host, got)
+			continue
+		}
+		if got := e.bound.last(t).header.Get("X-Key"); got != plainSecret {
+			t.Errorf("Host %q: the bound host got X-Key %q; want the credential", host, got)
+		}
+	}
+}
