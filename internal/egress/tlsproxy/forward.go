@@ -589,6 +589,9 @@ func (p *Proxy) switchProtocols(w http.ResponseWriter, r *http.Request, f *forwa
 		return
 	}
 	defer conn.Close()
+	// The server does not track a hijacked connection: close it when the
+	// proxy stops (the origin's is aborted then too).
+	defer context.AfterFunc(r.Context(), func() { conn.Close() })()
 	h := w.Header()
 	for k, vv := range resp.Header {
 		h[k] = vv
@@ -627,9 +630,14 @@ func (p *Proxy) switchProtocols(w http.ResponseWriter, r *http.Request, f *forwa
 		}
 		errc <- err
 	}()
-	if err := <-errc; err == nil {
-		<-errc
+	// The first copy to end with an error (or the sandbox's end of
+	// stream) ends the tunnel: both connections close, which ends the
+	// other copy, and it is waited for.
+	if err := <-errc; err != nil {
+		conn.Close()
+		uc.abort()
 	}
+	<-errc
 }
 
 func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, f *forward, err error) {
