@@ -163,7 +163,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, f *forward) {
 		src = rb
 	}
 	if err := p.copyBody(w, src, uc, resp); err != nil {
-		p.log.Debug("tlsproxy: response body copy failed", "method", r.Method, "host", f.host, "port", f.port, "err", err)
+		p.log.Debug("tlsproxy: response body copy failed", "method", r.Method, "host", f.host, "port", f.port, "err", f.logged(err))
 		// The sandbox must not take a truncated body for a whole one.
 		panic(http.ErrAbortHandler)
 	}
@@ -641,11 +641,30 @@ func (p *Proxy) switchProtocols(w http.ResponseWriter, r *http.Request, f *forwa
 }
 
 func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, f *forward, err error) {
-	p.log.Warn("tlsproxy: upstream request failed", "method", r.Method, "host", f.host, "port", f.port, "injected", f.injected(), "err", err)
+	p.log.Warn("tlsproxy: upstream request failed", "method", r.Method, "host", f.host, "port", f.port, "injected", f.injected(), "err", f.logged(err))
 	if r.Context().Err() != nil {
 		return // the sandbox went away
 	}
 	w.WriteHeader(http.StatusBadGateway)
+}
+
+// logged is err's text for a log line, with the request's secrets masked:
+// an error can quote what the origin sent (a malformed status line that
+// echoes the request target, say).
+func (f *forward) logged(err error) string {
+	msg := err.Error()
+	// Longest first: a secret inside another must not leave the rest of it.
+	secrets := slices.SortedFunc(slices.Values(f.secrets), func(a, b string) int { return len(b) - len(a) })
+	for _, s := range secrets {
+		msg = strings.ReplaceAll(msg, s, "[REDACTED]")
+	}
+	for _, s := range secrets {
+		// Quoted by %q, a secret's special characters are escaped.
+		if q := strconv.Quote(s); len(q) > 2 {
+			msg = strings.ReplaceAll(msg, q[1:len(q)-1], "[REDACTED]")
+		}
+	}
+	return msg
 }
 
 // redactHeader replaces every value that contains a secret.

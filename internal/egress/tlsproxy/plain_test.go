@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -547,5 +548,95 @@ func TestPlainHostVariants(t *testing.T) {
 		if got := e.bound.last(t).header.Get("X-Key"); got != plainSecret {
 			t.Errorf("Host %q: the bound host got X-Key %q; want the credential", host, got)
 		}
+	}
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestFailureLogHidesSecrets: an origin that is not HTTP and echoes what it
+// gets makes the response parser fail with the echoed line in its error;
+// the proxy's log line must not carry the substituted secret.
+func TestFailureLogHidesSecrets(t *testing.T) {
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer func() { echo.Close(); wg.Wait() }()
+	wg.Go(func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() { defer c.Close(); io.Copy(c, c) })
+		}
+	})
+	port := echo.Addr().(*net.TCPAddr).Port
+	store := vault.NewStore()
+	b := bind("b", "bound.test", vault.Auth{Type: vault.AuthPassthrough,
+		Substitutions: []vault.Substitution{{Credential: "p", Placeholder: "{{P}}", In: []string{"path"}}}})
+	b.Match.Schemes, b.Match.Ports = []string{"http"}, []int{port}
+	if _, err := store.Create(vault.CreateRequest{Credentials: []vault.Credential{
+		{Name: "p", Source: vault.CredentialSource{Type: vault.SourceInline, Value: plainSecret}}}, Bindings: []vault.CredentialBinding{b}}); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := NewCA("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	p, err := New(Config{CA: ca, Injector: store,
+		Logger:      slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		OriginalDst: func(net.Conn) (string, int) { return "127.0.0.2", port },
+		Resolve: func(context.Context, string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- p.ServePlain(ctx, pln) }()
+	defer func() { cancel(); <-served }()
+	conn, err := net.Dial("tcp", pln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /x/{{P}} HTTP/1.1\r\nHost: bound.test\r\nConnection: close\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("status %d; want 502", resp.StatusCode)
+	}
+	cancel()
+	<-served
+	served <- nil
+	if l := logs.String(); strings.Contains(l, plainSecret) || !strings.Contains(l, "upstream request failed") {
+		t.Errorf("log shows the secret, or lacks the failure:\n%s", l)
 	}
 }
