@@ -640,3 +640,43 @@ func TestFailureLogHidesSecrets(t *testing.T) {
 		t.Errorf("log shows the secret, or lacks the failure:\n%s", l)
 	}
 }
+
+// TestPlainAbsoluteFormAndDuplicateHost: an absolute-form target decides
+// the host (its Host header is ignored, as the server does), so a bound
+// Host header cannot smuggle the credential to the URL's host. A first
+// request with two Host headers is not HTTP to the proxy: it goes, unread
+// and without credential, to the original destination (which refuses it).
+func TestPlainAbsoluteFormAndDuplicateHost(t *testing.T) {
+	e := newPlainEnv(t, []vault.CredentialBinding{bind("b", "bound.test", vault.Auth{Type: vault.AuthPassthrough,
+		Substitutions: []vault.Substitution{{Credential: "p", Placeholder: "{{P}}", In: []string{"header"}}}})})
+	port := strconv.Itoa(e.port)
+	send := func(head string) *http.Response {
+		t.Helper()
+		conn, err := net.Dial("tcp", e.proxyAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		io.WriteString(conn, head+"X-Key: {{P}}\r\nConnection: close\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	if r := send("GET http://other.test:" + port + "/ HTTP/1.1\r\nHost: bound.test\r\n"); r.Header.Get("X-Origin") != "decoy" || e.decoy.last(t).header.Get("X-Key") != "{{P}}" {
+		t.Errorf("absolute-form unbound target with a bound Host: answered by %q; want the original destination, placeholder kept", r.Header.Get("X-Origin"))
+	}
+	if r := send("GET http://bound.test:" + port + "/ HTTP/1.1\r\nHost: other.test\r\n"); r.Header.Get("X-Origin") != "bound" || e.bound.last(t).header.Get("X-Key") != plainSecret {
+		t.Errorf("absolute-form bound target: answered by %q; want the bound host with the credential", r.Header.Get("X-Origin"))
+	}
+	n := len(e.bound.all())
+	if r := send("GET / HTTP/1.1\r\nHost: bound.test\r\nHost: other.test\r\n"); r.StatusCode != http.StatusBadRequest {
+		t.Errorf("two Host headers: status %d; want 400", r.StatusCode)
+	}
+	if len(e.bound.all()) != n {
+		t.Errorf("a request with two Host headers reached the bound host")
+	}
+}
