@@ -459,7 +459,15 @@ func TestPlainServerSpeaksFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Config{CA: ca, Injector: vault.NewStore(), HelloTimeout: 100 * time.Millisecond,
+	// An http binding on the port, so the proxy waits for a request head.
+	store := vault.NewStore()
+	b := bind("b", "bound.test", vault.Auth{Type: vault.AuthBearer, Credential: "p"})
+	b.Match.Schemes, b.Match.Ports = []string{"http"}, []int{ln.Addr().(*net.TCPAddr).Port}
+	if _, err := store.Create(vault.CreateRequest{Credentials: []vault.Credential{
+		{Name: "p", Source: vault.CredentialSource{Type: vault.SourceInline, Value: plainSecret}}}, Bindings: []vault.CredentialBinding{b}}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{CA: ca, Injector: store, HelloTimeout: 100 * time.Millisecond,
 		OriginalDst: func(net.Conn) (string, int) { return "127.0.0.1", ln.Addr().(*net.TCPAddr).Port }})
 	if err != nil {
 		t.Fatal(err)
@@ -678,5 +686,62 @@ func TestPlainAbsoluteFormAndDuplicateHost(t *testing.T) {
 	}
 	if len(e.bound.all()) != n {
 		t.Errorf("a request with two Host headers reached the bound host")
+	}
+}
+
+// TestNoBindingForSchemeSplicesAtOnce: with no binding for a scheme on a
+// port, the proxy does not read the first bytes at all: it connects the
+// sandbox to its destination at once, so port 80 behaves as it did
+// without the proxy (a server that speaks first is not held up by the
+// hello timeout).
+func TestNoBindingForSchemeSplicesAtOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer func() { ln.Close(); wg.Wait() }()
+	wg.Go(func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, "220 banner\r\n")
+		io.Copy(io.Discard, c)
+	})
+	port := ln.Addr().(*net.TCPAddr).Port
+	store := vault.NewStore()
+	b := bind("tls-only", "bound.test", vault.Auth{Type: vault.AuthBearer, Credential: "p"}) // https
+	if _, err := store.Create(vault.CreateRequest{Credentials: []vault.Credential{
+		{Name: "p", Source: vault.CredentialSource{Type: vault.SourceInline, Value: plainSecret}}}, Bindings: []vault.CredentialBinding{b}}); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := NewCA("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{CA: ca, Injector: store, HelloTimeout: time.Hour,
+		OriginalDst: func(net.Conn) (string, int) { return "127.0.0.1", port }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- p.ServePlain(ctx, pln) }()
+	defer func() { cancel(); <-served }()
+	c, err := net.Dial("tcp", pln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || line != "220 banner\r\n" {
+		t.Fatalf("read %q, %v; want the origin's banner at once", line, err)
 	}
 }
