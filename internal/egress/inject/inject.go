@@ -7,6 +7,7 @@ package inject
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -14,6 +15,16 @@ import (
 	"slices"
 	"strings"
 )
+
+// MaxHeadGrowth bounds how much longer substitutions may make each of a
+// request's path, query and headers (all values together): placeholders
+// are short and secrets may be long, so a sandbox repeating a placeholder
+// could otherwise make the proxy build a head of gigabytes.
+const MaxHeadGrowth = 256 << 10
+
+// ErrTooLarge is returned when substitutions would grow a part of the
+// request head by more than MaxHeadGrowth.
+var ErrTooLarge = errors.New("inject: substituted values would grow the request head by more than 256 KiB")
 
 // Surface is a set of request parts where a placeholder is replaced.
 type Surface uint8
@@ -115,38 +126,57 @@ func identity(s string) string { return s }
 
 // RewritePath replaces placeholders in an escaped path; the value is
 // percent-encoded as a path segment, so it can add neither '/' nor '?'.
-func (p *Plan) RewritePath(escaped string) string {
+// It fails with ErrTooLarge past MaxHeadGrowth.
+func (p *Plan) RewritePath(escaped string) (string, error) {
 	if !p.has(InPath) {
-		return escaped
+		return escaped, nil
 	}
-	return replaceAll(escaped, p.pairs(InPath, func(s string) []string { return []string{s, url.PathEscape(s)} }, url.PathEscape))
+	out, ok := replaceAll(escaped, p.pairs(InPath, func(s string) []string { return []string{s, url.PathEscape(s)} }, url.PathEscape), MaxHeadGrowth)
+	if !ok {
+		return "", ErrTooLarge
+	}
+	return out, nil
 }
 
 // RewriteQuery replaces placeholders in a raw query; the value is
-// query-encoded, so it can add neither '&' nor '='.
-func (p *Plan) RewriteQuery(raw string) string {
+// query-encoded, so it can add neither '&' nor '='. It fails with
+// ErrTooLarge past MaxHeadGrowth.
+func (p *Plan) RewriteQuery(raw string) (string, error) {
 	if !p.has(InQuery) {
-		return raw
+		return raw, nil
 	}
 	forms := func(s string) []string { return []string{s, url.QueryEscape(s), url.PathEscape(s)} }
-	return replaceAll(raw, p.pairs(InQuery, forms, url.QueryEscape))
+	out, ok := replaceAll(raw, p.pairs(InQuery, forms, url.QueryEscape), MaxHeadGrowth)
+	if !ok {
+		return "", ErrTooLarge
+	}
+	return out, nil
 }
 
 // RewriteHeaders replaces placeholders in the values of h, in place.
 // Framing and routing headers are left alone (Host is not in h at all).
-func (p *Plan) RewriteHeaders(h http.Header) {
+// It fails with ErrTooLarge, leaving h partly rewritten, when the values
+// together would grow by more than MaxHeadGrowth.
+func (p *Plan) RewriteHeaders(h http.Header) error {
 	if !p.has(InHeader) {
-		return
+		return nil
 	}
 	ps := p.pairs(InHeader, literal, identity)
+	budget := MaxHeadGrowth
 	for k, vs := range h {
 		if k == "Content-Length" || k == "Transfer-Encoding" || k == "Content-Encoding" || k == "Content-Type" {
 			continue
 		}
 		for i, v := range vs {
-			vs[i] = replaceAll(v, ps)
+			nv, ok := replaceAll(v, ps, budget)
+			if !ok {
+				return ErrTooLarge
+			}
+			budget -= len(nv) - len(v)
+			vs[i] = nv
 		}
 	}
+	return nil
 }
 
 // BodyRewriter returns a function that wraps a request body with the

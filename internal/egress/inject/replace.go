@@ -9,44 +9,83 @@ import (
 // pair is one replacement: old (a form of a placeholder) by new.
 type pair struct{ old, new string }
 
-// earliest returns the position of the first occurrence of any old in b and
-// which pair it is (the longest at that position, as pairs are sorted
-// longest first), or -1.
-func earliest(b []byte, ps []pair) (int, int) {
-	at, which := -1, -1
+// matcher finds, left to right, the pairs' olds in b. It remembers where
+// each old occurs next, so each is searched for again only when a
+// replacement passed that position: a scan costs about len(b) per pair,
+// however many occurrences there are (a bytes.Index per pair at every
+// occurrence would be quadratic).
+type matcher struct {
+	b        []byte
+	olds     [][]byte
+	pos      []int // next occurrence of olds[i] at or after the last from; -1 none, -2 unknown
+	searched int   // bytes handed to bytes.Index (for tests)
+}
+
+func newMatcher(b []byte, ps []pair) *matcher {
+	m := &matcher{b: b, olds: make([][]byte, len(ps)), pos: make([]int, len(ps))}
 	for i, p := range ps {
-		j := bytes.Index(b, []byte(p.old))
-		if j >= 0 && (at < 0 || j < at) {
-			at, which = j, i
+		m.olds[i] = []byte(p.old)
+		m.pos[i] = -2
+	}
+	return m
+}
+
+// next returns the position of the first occurrence at or after from of
+// any old and which pair it is (the longest at that position, as pairs are
+// sorted longest first), or -1. from never decreases between calls.
+func (m *matcher) next(from int) (int, int) {
+	at, which := -1, -1
+	for i, old := range m.olds {
+		if m.pos[i] == -1 {
+			continue // none left in b
+		}
+		if m.pos[i] < from {
+			j := bytes.Index(m.b[from:], old)
+			if j < 0 {
+				m.searched += len(m.b) - from
+				m.pos[i] = -1
+				continue
+			}
+			m.searched += j + len(old)
+			m.pos[i] = from + j
+		}
+		if at < 0 || m.pos[i] < at {
+			at, which = m.pos[i], i
 		}
 	}
 	return at, which
 }
 
 // replaceAll replaces, left to right and without overlap, every occurrence
-// of each pair's old in s.
-func replaceAll(s string, ps []pair) string {
+// of each pair's old in s. It fails (false) when the result would be more
+// than limit bytes longer than s: a short placeholder repeated many times
+// must not turn a long secret into an unbounded allocation.
+func replaceAll(s string, ps []pair, limit int) (string, bool) {
 	if len(ps) == 0 {
-		return s
+		return s, true
 	}
 	var b strings.Builder
-	rest := []byte(s)
-	changed := false
+	in := []byte(s)
+	m := newMatcher(in, ps)
+	from := 0
+	grown := 0
 	for {
-		at, which := earliest(rest, ps)
+		at, which := m.next(from)
 		if at < 0 {
 			break
 		}
-		changed = true
-		b.Write(rest[:at])
+		if grown += len(ps[which].new) - len(ps[which].old); grown > limit {
+			return "", false
+		}
+		b.Write(in[from:at])
 		b.WriteString(ps[which].new)
-		rest = rest[at+len(ps[which].old):]
+		from = at + len(ps[which].old)
 	}
-	if !changed {
-		return s
+	if from == 0 {
+		return s, true
 	}
-	b.Write(rest)
-	return b.String()
+	b.Write(in[from:])
+	return b.String(), true
 }
 
 // readChunk is how much of the source a replaceReader asks for at a time.
@@ -54,14 +93,17 @@ const readChunk = 32 << 10
 
 // replaceReader streams src with every pair's old replaced by its new. It
 // holds at most one read of input plus the longest tail that could still
-// become a placeholder, so memory is bounded whatever the body's size.
+// become a placeholder, and about one read of output (a scan stops once
+// readChunk bytes are out, however much the replacements expand), so
+// memory is bounded whatever the body's size and content.
 type replaceReader struct {
-	src  io.Reader
-	ps   []pair
-	keep int    // longest old minus one: the most input ever held back
-	in   []byte // input not yet scanned (a held-back tail)
-	out  []byte // replaced output not yet handed out
-	err  error  // the source's error, returned once out and in are drained
+	src     io.Reader
+	ps      []pair
+	keep    int    // longest old minus one: the most input ever held back
+	in      []byte // input not yet scanned (a held-back tail, or more when pending)
+	pending bool   // in holds input a scan left for later (its output was full)
+	out     []byte // replaced output not yet handed out
+	err     error  // the source's error, returned once out and in are drained
 }
 
 func newReplaceReader(src io.Reader, ps []pair) *replaceReader {
@@ -74,6 +116,10 @@ func newReplaceReader(src io.Reader, ps []pair) *replaceReader {
 
 func (r *replaceReader) Read(p []byte) (int, error) {
 	for len(r.out) == 0 {
+		if r.pending {
+			r.scan(r.err != nil)
+			continue
+		}
 		if r.err != nil {
 			return 0, r.err
 		}
@@ -102,29 +148,45 @@ func (r *replaceReader) Read(p []byte) (int, error) {
 }
 
 // scan moves what can no longer be part of a placeholder from in to out,
-// replaced. At the end of the source (final) nothing is held back.
+// replaced, until about readChunk bytes are out (then pending is set and
+// the rest of in waits for the next scan). Unless the source has ended
+// (final), a match is taken only before the held tail, the longest end of
+// in that could still become a placeholder: a placeholder that starts
+// there, earlier than or at a complete match, might yet complete and would
+// win, as it does when the whole input is at hand.
 func (r *replaceReader) scan(final bool) {
 	out := r.out[:0:0]
-	rest := r.in
+	m := newMatcher(r.in, r.ps)
+	from := 0
+	held := len(r.in) // where the held tail begins
+	if !final {
+		held -= r.partialTail(r.in)
+	}
+	r.pending = false
 	for {
-		at, which := earliest(rest, r.ps)
-		if at < 0 {
+		if len(out) >= readChunk {
+			r.out, r.in, r.pending = out, r.in[from:], true
+			return
+		}
+		at, which := m.next(from)
+		if at < 0 || at >= held {
 			break
 		}
-		out = append(out, rest[:at]...)
+		out = append(out, r.in[from:at]...)
 		out = append(out, r.ps[which].new...)
-		rest = rest[at+len(r.ps[which].old):]
+		from = at + len(r.ps[which].old)
+		if from > held {
+			// The match covered the start of the tail: what could still
+			// become a placeholder now begins later.
+			held = len(r.in) - r.partialTail(r.in[from:])
+		}
 	}
-	hold := 0
-	if !final {
-		hold = r.partialTail(rest)
-	}
-	out = append(out, rest[:len(rest)-hold]...)
+	out = append(out, r.in[from:held]...)
 	r.out = out
 	// Keep the held tail at the front of a fresh slice: the next read
 	// appends after it.
-	tail := make([]byte, hold, hold+readChunk)
-	copy(tail, rest[len(rest)-hold:])
+	tail := make([]byte, len(r.in)-held, len(r.in)-held+readChunk)
+	copy(tail, r.in[held:])
 	r.in = tail
 }
 

@@ -421,7 +421,10 @@ func lookup(ctx context.Context, rs []*net.Resolver, host string) ([]netip.Addr,
 // proxy, which connects there instead of where the sandbox connected. The
 // name must be allowed by the current network policy, and addresses an IP
 // or CIDR rule denies are dropped: the sidecar's own connections bypass the
-// firewall, so the policy is applied here. Lookups go to the upstream
+// firewall, so the policy is applied here. Local addresses (loopback,
+// unspecified, the namespace's own) are dropped too: the sidecar shares the
+// sandbox's network namespace, so a connection there would deliver the
+// credential to a listener inside the sandbox. Lookups go to the upstream
 // resolvers with the bypass mark, never through the sandbox's DNS.
 func boundResolver(store *policy.Store, rs []*net.Resolver) func(context.Context, string) ([]netip.Addr, error) {
 	return func(ctx context.Context, host string) ([]netip.Addr, error) {
@@ -429,27 +432,57 @@ func boundResolver(store *policy.Store, rs []*net.Resolver) func(context.Context
 		if p.Decide(host) != policy.Allow {
 			return nil, fmt.Errorf("host %q is denied by the network policy", host)
 		}
+		addrs := []netip.Addr{}
 		if a, err := netip.ParseAddr(host); err == nil {
-			return []netip.Addr{a.Unmap()}, nil
+			addrs = append(addrs, a)
+		} else if addrs, err = lookup(ctx, rs, host); err != nil {
+			return nil, err
 		}
-		addrs, err := lookup(ctx, rs, host)
+		local, err := localAddrs()
 		if err != nil {
 			return nil, err
 		}
 		// An allowed name's addresses are reachable unless a rule denies
 		// them, as in the firewall (deny sets before the learned ones).
 		var out []netip.Addr
+		refused := ""
 		for _, a := range addrs {
-			if act, ruled := p.DecideIP(a); ruled && act == policy.Deny {
+			a = a.Unmap().WithZone("")
+			if a.IsLoopback() || a.IsUnspecified() || local[a] {
+				refused = "local (inside the sandbox's network namespace)"
 				continue
 			}
-			out = append(out, a.Unmap())
+			if act, ruled := p.DecideIP(a); ruled && act == policy.Deny {
+				if refused == "" {
+					refused = "denied by the network policy"
+				}
+				continue
+			}
+			out = append(out, a)
 		}
 		if len(out) == 0 {
-			return nil, fmt.Errorf("every address of %q is denied by the network policy", host)
+			if refused == "" {
+				refused = "missing"
+			}
+			return nil, fmt.Errorf("every address of %q is %s", host, refused)
 		}
 		return out, nil
 	}
+}
+
+// localAddrs returns the addresses of the network namespace's interfaces.
+func localAddrs() (map[netip.Addr]bool, error) {
+	ifaddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("list local addresses: %w", err)
+	}
+	m := make(map[netip.Addr]bool, len(ifaddrs))
+	for _, ia := range ifaddrs {
+		if pfx, err := netip.ParsePrefix(ia.String()); err == nil {
+			m[pfx.Addr().Unmap().WithZone("")] = true
+		}
+	}
+	return m, nil
 }
 
 // checkBindings refuses bindings the proxies could never serve: hosts the

@@ -73,6 +73,41 @@ func TestBoundResolverPolicy(t *testing.T) {
 	}
 }
 
+// TestBoundResolverRefusesLocalAddresses: the sidecar shares the
+// sandbox's network namespace, so a bound name that resolves to loopback,
+// to the unspecified address or to one of the namespace's own addresses
+// would hand the credential to a listener inside the sandbox. Such
+// addresses are never dialled, whatever the policy allows.
+func TestBoundResolverRefusesLocalAddresses(t *testing.T) {
+	p, err := policy.Parse([]byte(`{"defaultAction":"allow","egress":[]}`), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := policy.NewStore(p, policy.AlwaysFiles{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolve := boundResolver(store, nil)
+	local := []string{"127.0.0.1", "127.9.9.9", "::1", "0.0.0.0", "::", "::ffff:127.0.0.1"}
+	ifaddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range ifaddrs {
+		if pfx, err := netip.ParsePrefix(a.String()); err == nil {
+			local = append(local, pfx.Addr().String())
+		}
+	}
+	for _, host := range local {
+		if got, err := resolve(context.Background(), host); err == nil {
+			t.Errorf("%s resolved to %v; want it refused as a local address", host, got)
+		}
+	}
+	if got, err := resolve(context.Background(), "192.0.2.7"); err != nil || len(got) != 1 {
+		t.Errorf("192.0.2.7: %v, %v; want itself", got, err)
+	}
+}
+
 func TestResolvConfNameservers(t *testing.T) {
 	dir := t.TempDir()
 	path := dir + "/resolv.conf"

@@ -74,12 +74,21 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, f *forward) {
 	}
 	if f.plan != nil {
 		f.secrets = f.plan.Secrets()
-		f.plan.RewriteHeaders(r.Header)
+		if err := f.plan.RewriteHeaders(r.Header); err != nil {
+			p.fail(w, r, f, err)
+			return
+		}
 		if err := substituteBody(r, f.plan); err != nil {
 			p.fail(w, r, f, err)
 			return
 		}
 	}
+	uri, err := requestURI(r.URL, f.plan)
+	if err != nil {
+		p.fail(w, r, f, err)
+		return
+	}
+	f.uri = uri
 	if r.ContentLength != 0 {
 		// Let the origin read the rest of the body while it answers (echo
 		// and bidirectional streams); ignore servers that cannot.
@@ -90,7 +99,6 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, f *forward) {
 		resp *http.Response
 		body *bodySender
 		stop func() bool
-		err  error
 	)
 	for attempt := 0; ; attempt++ {
 		if uc, err = p.upstreams.get(ctx, f.key); err != nil {
@@ -155,7 +163,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, f *forward) {
 		src = rb
 	}
 	if err := p.copyBody(w, src, uc, resp); err != nil {
-		p.log.Debug("tlsproxy: response body copy failed", "method", r.Method, "host", f.host, "port", f.port, "err", err)
+		p.log.Debug("tlsproxy: response body copy failed", "method", r.Method, "host", f.host, "port", f.port, "err", f.logged(err))
 		// The sandbox must not take a truncated body for a whole one.
 		panic(http.ErrAbortHandler)
 	}
@@ -179,7 +187,13 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, f *forward) {
 // maxRewrittenBody is the largest body whose substitutions are applied in
 // memory, so that it keeps an exact Content-Length; a larger body, or one
 // of unknown length, streams with its substitutions and goes out chunked.
-const maxRewrittenBody = 1 << 20
+// maxRewrittenOut bounds the rewritten result held in memory: a short
+// placeholder repeated throughout a small body can expand it many times
+// over, and such a body streams too.
+const (
+	maxRewrittenBody = 1 << 20
+	maxRewrittenOut  = 2 << 20
+)
 
 // substituteBody applies the plan's body substitutions to r's body, when
 // it has any and the body is eligible (see inject.Plan.BodyRewriter).
@@ -189,11 +203,19 @@ func substituteBody(r *http.Request, plan *inject.Plan) error {
 		return nil
 	}
 	if r.ContentLength > 0 && r.ContentLength <= maxRewrittenBody {
-		b, err := io.ReadAll(wrap(io.LimitReader(r.Body, r.ContentLength)))
+		rewritten := wrap(io.LimitReader(r.Body, r.ContentLength))
+		b, err := io.ReadAll(io.LimitReader(rewritten, maxRewrittenOut+1))
 		if err != nil {
 			// The server's body reader reports a body shorter than its
 			// Content-Length as io.ErrUnexpectedEOF.
 			return fmt.Errorf("read request body: %w", err)
+		}
+		if len(b) > maxRewrittenOut {
+			// Too large once rewritten: what is read so far, then the rest
+			// as it streams.
+			r.Body = readCloser{io.MultiReader(bytes.NewReader(b), rewritten), r.Body}
+			r.ContentLength = -1
+			return nil
 		}
 		r.Body = io.NopCloser(bytes.NewReader(b))
 		r.ContentLength = int64(len(b))
@@ -294,10 +316,9 @@ func writeHead(bw *bufio.Writer, r *http.Request, f *forward, upType string) err
 			}
 		}
 	}
-	ruri := requestURI(r.URL, f.plan)
 	bw.WriteString(r.Method)
 	bw.WriteByte(' ')
-	bw.WriteString(ruri)
+	bw.WriteString(f.uri)
 	bw.WriteString(" HTTP/1.1\r\nHost: ")
 	bw.WriteString(r.Host)
 	bw.WriteString("\r\n")
@@ -351,26 +372,31 @@ func writeHead(bw *bufio.Writer, r *http.Request, f *forward, upType string) err
 // requestURI is the request target sent to the origin: the sandbox's, with
 // an ambiguous query re-encoded and the plan's path and query placeholders
 // replaced.
-func requestURI(u *url.URL, plan *inject.Plan) string {
+func requestURI(u *url.URL, plan *inject.Plan) (string, error) {
 	q := cleanQuery(u.RawQuery)
 	if u.Opaque != "" {
 		if q == u.RawQuery {
-			return u.RequestURI()
+			return u.RequestURI(), nil
 		}
 		v := *u
 		v.RawQuery = q
-		return v.RequestURI()
+		return v.RequestURI(), nil
 	}
 	path := u.EscapedPath()
 	if path == "" {
 		path = "/"
 	}
-	path = plan.RewritePath(path)
-	q = plan.RewriteQuery(q)
+	path, err := plan.RewritePath(path)
+	if err != nil {
+		return "", err
+	}
+	if q, err = plan.RewriteQuery(q); err != nil {
+		return "", err
+	}
 	if u.ForceQuery || q != "" {
 		path += "?" + q
 	}
-	return path
+	return path, nil
 }
 
 func writeHeaderLines(bw *bufio.Writer, k string, vv []string) {
@@ -563,6 +589,9 @@ func (p *Proxy) switchProtocols(w http.ResponseWriter, r *http.Request, f *forwa
 		return
 	}
 	defer conn.Close()
+	// The server does not track a hijacked connection: close it when the
+	// proxy stops (the origin's is aborted then too).
+	defer context.AfterFunc(r.Context(), func() { conn.Close() })()
 	h := w.Header()
 	for k, vv := range resp.Header {
 		h[k] = vv
@@ -601,17 +630,41 @@ func (p *Proxy) switchProtocols(w http.ResponseWriter, r *http.Request, f *forwa
 		}
 		errc <- err
 	}()
-	if err := <-errc; err == nil {
-		<-errc
+	// The first copy to end with an error (or the sandbox's end of
+	// stream) ends the tunnel: both connections close, which ends the
+	// other copy, and it is waited for.
+	if err := <-errc; err != nil {
+		conn.Close()
+		uc.abort()
 	}
+	<-errc
 }
 
 func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, f *forward, err error) {
-	p.log.Warn("tlsproxy: upstream request failed", "method", r.Method, "host", f.host, "port", f.port, "injected", f.injected(), "err", err)
+	p.log.Warn("tlsproxy: upstream request failed", "method", r.Method, "host", f.host, "port", f.port, "injected", f.injected(), "err", f.logged(err))
 	if r.Context().Err() != nil {
 		return // the sandbox went away
 	}
 	w.WriteHeader(http.StatusBadGateway)
+}
+
+// logged is err's text for a log line, with the request's secrets masked:
+// an error can quote what the origin sent (a malformed status line that
+// echoes the request target, say).
+func (f *forward) logged(err error) string {
+	msg := err.Error()
+	// Longest first: a secret inside another must not leave the rest of it.
+	secrets := slices.SortedFunc(slices.Values(f.secrets), func(a, b string) int { return len(b) - len(a) })
+	for _, s := range secrets {
+		msg = strings.ReplaceAll(msg, s, "[REDACTED]")
+	}
+	for _, s := range secrets {
+		// Quoted by %q, a secret's special characters are escaped.
+		if q := strconv.Quote(s); len(q) > 2 {
+			msg = strings.ReplaceAll(msg, q[1:len(q)-1], "[REDACTED]")
+		}
+	}
+	return msg
 }
 
 // redactHeader replaces every value that contains a secret.

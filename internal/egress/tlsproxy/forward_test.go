@@ -2,12 +2,15 @@ package tlsproxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"io"
 	"net"
 	"net/http"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -301,4 +304,71 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// waitGone waits until no goroutine's stack contains fn, and fails the
+// test when one still does after 5 s.
+func waitGone(t *testing.T, fn string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var buf bytes.Buffer
+		pprof.Lookup("goroutine").WriteTo(&buf, 1)
+		if !strings.Contains(buf.String(), fn) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a goroutine in %s outlived its request", fn)
+		}
+		runtime.Gosched()
+	}
+}
+
+// TestBodySenderEndsWithItsRequest: when the origin answers before the
+// sandbox has sent the whole body (and the sandbox then stalls), the
+// goroutine that copies the body ends with the request, not whenever the
+// sandbox sends more.
+func TestBodySenderEndsWithItsRequest(t *testing.T) {
+	e := newEnv(t, standardBindings(), func(w http.ResponseWriter, r *http.Request) {
+		// Answer at once, without reading the body (net/http would
+		// otherwise try to read it before the answer).
+		http.NewResponseController(w).EnableFullDuplex()
+		w.Header().Set("Connection", "close")
+		http.Error(w, "no", http.StatusForbidden)
+	})
+	c, br := e.rawConn(t, "key.test")
+	io.WriteString(c, "POST / HTTP/1.1\r\nHost: key.test\r\nContent-Length: 100000\r\n\r\npartial")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("status %d, want the origin's 403", resp.StatusCode)
+	}
+	waitGone(t, "tlsproxy.(*bodySender).run")
+}
+
+// TestTunnelGoroutinesEnd: both copies of a protocol switch end, and are
+// waited for, when one side closes.
+func TestTunnelGoroutinesEnd(t *testing.T) {
+	e := newEnv(t, standardBindings(), func(w http.ResponseWriter, r *http.Request) {
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		brw.Flush()
+		io.Copy(io.Discard, brw) // reads until the proxy closes; never writes
+	})
+	c, br := e.rawConn(t, "key.test")
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: key.test\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 101 {
+		t.Fatalf("upgrade: %v, %v", resp, err)
+	}
+	c.Close() // the sandbox goes away; the origin stays
+	waitGone(t, "tlsproxy.(*Proxy).switchProtocols")
 }

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"strconv"
@@ -18,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opensandbox-go/opensandbox/internal/egress/inject"
 	"github.com/opensandbox-go/opensandbox/internal/egress/vault"
 )
 
@@ -456,7 +459,15 @@ func TestPlainServerSpeaksFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Config{CA: ca, Injector: vault.NewStore(), HelloTimeout: 100 * time.Millisecond,
+	// An http binding on the port, so the proxy waits for a request head.
+	store := vault.NewStore()
+	b := bind("b", "bound.test", vault.Auth{Type: vault.AuthBearer, Credential: "p"})
+	b.Match.Schemes, b.Match.Ports = []string{"http"}, []int{ln.Addr().(*net.TCPAddr).Port}
+	if _, err := store.Create(vault.CreateRequest{Credentials: []vault.Credential{
+		{Name: "p", Source: vault.CredentialSource{Type: vault.SourceInline, Value: plainSecret}}}, Bindings: []vault.CredentialBinding{b}}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{CA: ca, Injector: store, HelloTimeout: 100 * time.Millisecond,
 		OriginalDst: func(net.Conn) (string, int) { return "127.0.0.1", ln.Addr().(*net.TCPAddr).Port }})
 	if err != nil {
 		t.Fatal(err)
@@ -478,5 +489,259 @@ func TestPlainServerSpeaksFirst(t *testing.T) {
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil || line != "220 banner\r\n" {
 		t.Fatalf("read %q, %v; want the origin's banner", line, err)
+	}
+}
+
+// TestInMemoryBodyGrowthBounded: a small body full of a short placeholder
+// would expand many times over with a long secret; the proxy rewrites it
+// in memory only while the result stays small and streams the rest.
+func TestInMemoryBodyGrowthBounded(t *testing.T) {
+	big := strings.Repeat("v", 1<<10)
+	plan := &inject.Plan{Substitutions: []inject.Substitution{{Placeholder: "X", Value: big, In: inject.InBody}}}
+	body := strings.Repeat("X", 64<<10) // 64 MiB once substituted
+	r := httptest.NewRequest("POST", "http://bound.test/", strings.NewReader(body))
+	r.Header.Set("Content-Type", "text/plain")
+	if err := substituteBody(r, plan); err != nil {
+		t.Fatal(err)
+	}
+	if r.ContentLength != -1 {
+		t.Errorf("ContentLength = %d; want -1 (streamed, not held in memory)", r.ContentLength)
+	}
+	n, err := io.Copy(io.Discard, r.Body)
+	if err != nil || n != int64(len(body)*len(big)) {
+		t.Errorf("body: %d bytes, %v; want %d", n, err, len(body)*len(big))
+	}
+}
+
+// TestPlainHostVariants: only a Host in plain host[:port] form, with the
+// connection's port if any, gets a binding's credential; a variant that
+// merely normalizes to the bound name (another port, a list, brackets)
+// goes to the original destination with its placeholder, as an unbound
+// request does. Case and a trailing dot are the same name.
+func TestPlainHostVariants(t *testing.T) {
+	e := newPlainEnv(t, []vault.CredentialBinding{bind("b", "bound.test", vault.Auth{Type: vault.AuthPassthrough,
+		Substitutions: []vault.Substitution{{Credential: "p", Placeholder: "{{P}}", In: []string{"header"}}}})})
+	port := strconv.Itoa(e.port)
+	send := func(host string) string {
+		t.Helper()
+		conn, err := net.Dial("tcp", e.proxyAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: %s\r\nX-Key: {{P}}\r\nConnection: close\r\n\r\n", host)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("Host %q: %v", host, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.Header.Get("X-Origin")
+	}
+	for _, host := range []string{"bound.test:1", "bound.test:" + port + ",evil.test", "bound.test:evil.test",
+		"[bound.test]", "[bound.test]:" + port, "bound.test:0" + port, "bound.test:"} {
+		if got := send(host); got != "decoy" {
+			t.Errorf("Host %q answered by %q; want the original destination", host, got)
+			continue
+		}
+		if got := e.decoy.last(t).header.Get("X-Key"); got != "{{P}}" {
+			t.Errorf("Host %q: the original destination got X-Key %q; want the placeholder", host, got)
+		}
+	}
+	for _, host := range []string{"BOUND.test", "bound.test.", "bound.test:" + port} {
+		if got := send(host); got != "bound" {
+			t.Errorf("Host %q answered by %q; want the bound host", host, got)
+			continue
+		}
+		if got := e.bound.last(t).header.Get("X-Key"); got != plainSecret {
+			t.Errorf("Host %q: the bound host got X-Key %q; want the credential", host, got)
+		}
+	}
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestFailureLogHidesSecrets: an origin that is not HTTP and echoes what it
+// gets makes the response parser fail with the echoed line in its error;
+// the proxy's log line must not carry the substituted secret.
+func TestFailureLogHidesSecrets(t *testing.T) {
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer func() { echo.Close(); wg.Wait() }()
+	wg.Go(func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() { defer c.Close(); io.Copy(c, c) })
+		}
+	})
+	port := echo.Addr().(*net.TCPAddr).Port
+	store := vault.NewStore()
+	b := bind("b", "bound.test", vault.Auth{Type: vault.AuthPassthrough,
+		Substitutions: []vault.Substitution{{Credential: "p", Placeholder: "{{P}}", In: []string{"path"}}}})
+	b.Match.Schemes, b.Match.Ports = []string{"http"}, []int{port}
+	if _, err := store.Create(vault.CreateRequest{Credentials: []vault.Credential{
+		{Name: "p", Source: vault.CredentialSource{Type: vault.SourceInline, Value: plainSecret}}}, Bindings: []vault.CredentialBinding{b}}); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := NewCA("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	p, err := New(Config{CA: ca, Injector: store,
+		Logger:      slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		OriginalDst: func(net.Conn) (string, int) { return "127.0.0.2", port },
+		Resolve: func(context.Context, string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- p.ServePlain(ctx, pln) }()
+	defer func() { cancel(); <-served }()
+	conn, err := net.Dial("tcp", pln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /x/{{P}} HTTP/1.1\r\nHost: bound.test\r\nConnection: close\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("status %d; want 502", resp.StatusCode)
+	}
+	cancel()
+	<-served
+	served <- nil
+	if l := logs.String(); strings.Contains(l, plainSecret) || !strings.Contains(l, "upstream request failed") {
+		t.Errorf("log shows the secret, or lacks the failure:\n%s", l)
+	}
+}
+
+// TestPlainAbsoluteFormAndDuplicateHost: an absolute-form target decides
+// the host (its Host header is ignored, as the server does), so a bound
+// Host header cannot smuggle the credential to the URL's host. A first
+// request with two Host headers is not HTTP to the proxy: it goes, unread
+// and without credential, to the original destination (which refuses it).
+func TestPlainAbsoluteFormAndDuplicateHost(t *testing.T) {
+	e := newPlainEnv(t, []vault.CredentialBinding{bind("b", "bound.test", vault.Auth{Type: vault.AuthPassthrough,
+		Substitutions: []vault.Substitution{{Credential: "p", Placeholder: "{{P}}", In: []string{"header"}}}})})
+	port := strconv.Itoa(e.port)
+	send := func(head string) *http.Response {
+		t.Helper()
+		conn, err := net.Dial("tcp", e.proxyAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		io.WriteString(conn, head+"X-Key: {{P}}\r\nConnection: close\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	if r := send("GET http://other.test:" + port + "/ HTTP/1.1\r\nHost: bound.test\r\n"); r.Header.Get("X-Origin") != "decoy" || e.decoy.last(t).header.Get("X-Key") != "{{P}}" {
+		t.Errorf("absolute-form unbound target with a bound Host: answered by %q; want the original destination, placeholder kept", r.Header.Get("X-Origin"))
+	}
+	if r := send("GET http://bound.test:" + port + "/ HTTP/1.1\r\nHost: other.test\r\n"); r.Header.Get("X-Origin") != "bound" || e.bound.last(t).header.Get("X-Key") != plainSecret {
+		t.Errorf("absolute-form bound target: answered by %q; want the bound host with the credential", r.Header.Get("X-Origin"))
+	}
+	n := len(e.bound.all())
+	if r := send("GET / HTTP/1.1\r\nHost: bound.test\r\nHost: other.test\r\n"); r.StatusCode != http.StatusBadRequest {
+		t.Errorf("two Host headers: status %d; want 400", r.StatusCode)
+	}
+	if len(e.bound.all()) != n {
+		t.Errorf("a request with two Host headers reached the bound host")
+	}
+}
+
+// TestNoBindingForSchemeSplicesAtOnce: with no binding for a scheme on a
+// port, the proxy does not read the first bytes at all: it connects the
+// sandbox to its destination at once, so port 80 behaves as it did
+// without the proxy (a server that speaks first is not held up by the
+// hello timeout).
+func TestNoBindingForSchemeSplicesAtOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer func() { ln.Close(); wg.Wait() }()
+	wg.Go(func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, "220 banner\r\n")
+		io.Copy(io.Discard, c)
+	})
+	port := ln.Addr().(*net.TCPAddr).Port
+	store := vault.NewStore()
+	b := bind("tls-only", "bound.test", vault.Auth{Type: vault.AuthBearer, Credential: "p"}) // https
+	if _, err := store.Create(vault.CreateRequest{Credentials: []vault.Credential{
+		{Name: "p", Source: vault.CredentialSource{Type: vault.SourceInline, Value: plainSecret}}}, Bindings: []vault.CredentialBinding{b}}); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := NewCA("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{CA: ca, Injector: store, HelloTimeout: time.Hour,
+		OriginalDst: func(net.Conn) (string, int) { return "127.0.0.1", port }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- p.ServePlain(ctx, pln) }()
+	defer func() { cancel(); <-served }()
+	c, err := net.Dial("tcp", pln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || line != "220 banner\r\n" {
+		t.Fatalf("read %q, %v; want the origin's banner at once", line, err)
 	}
 }

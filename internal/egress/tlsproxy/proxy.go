@@ -88,6 +88,7 @@ type forward struct {
 	port    int
 	key     upstreamKey
 	plan    *inject.Plan // nil when no binding matched
+	uri     string       // the request target sent, placeholders replaced
 	secrets []string     // what the answer must not show: plan.Secrets()
 }
 
@@ -280,6 +281,49 @@ func (p *Proxy) certificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error
 	return p.cfg.CA.Leaf(name)
 }
 
+// requestHost parses a Host header (or an absolute-form URL's host)
+// strictly: a DNS name (letters, digits, '-', '_', '.'), an IPv4 literal
+// or a bracketed IPv6 literal, optionally followed by ':' and a port in
+// canonical decimal form. It returns the host as bindings compare it and
+// the port (0 when absent); false for anything else. The server accepts
+// looser values ("name:80,other", "[name]", "name:x"), which a front end
+// could resolve to a host other than the one the proxy matched.
+func requestHost(h string) (string, int, bool) {
+	host, port := h, 0
+	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.HasSuffix(h, "]") {
+		p, err := strconv.Atoi(h[i+1:])
+		if err != nil || p < 1 || p > 65535 || strconv.Itoa(p) != h[i+1:] {
+			return "", 0, false
+		}
+		host, port = h[:i], p
+	}
+	if v6, ok := strings.CutPrefix(host, "["); ok {
+		v6, ok = strings.CutSuffix(v6, "]")
+		a, err := netip.ParseAddr(v6)
+		if !ok || err != nil || !a.Is6() || a.Zone() != "" {
+			return "", 0, false
+		}
+		return a.Unmap().String(), port, true
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if !a.Is4() {
+			return "", 0, false // an IPv6 literal needs brackets
+		}
+		return a.String(), port, true
+	}
+	name := hostname.Canonical(host)
+	if name == "" || len(name) > 253 {
+		return "", 0, false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return "", 0, false
+		}
+	}
+	return name, port, true
+}
+
 func normHost(h string) string {
 	if hh, _, err := net.SplitHostPort(h); err == nil {
 		h = hh
@@ -297,10 +341,11 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if host == "" {
 		host = normHost(ci.host)
 	}
-	// The Host header must name the server the TLS session was opened for:
-	// otherwise a shared front end (a CDN) could route a request carrying
-	// credentials for one name to another tenant.
-	if normHost(r.Host) != host || (r.URL.Host != "" && normHost(r.URL.Host) != host) {
+	// The Host header must name the server the TLS session was opened for
+	// (and the port the connection was made to), plainly: otherwise a
+	// shared front end (a CDN) could route a request carrying credentials
+	// for one name to another tenant.
+	if !sameHost(r.Host, host, ci.port) || (r.URL.Host != "" && !sameHost(r.URL.Host, host, ci.port)) {
 		http.Error(w, "Host header does not match the TLS server name", http.StatusMisdirectedRequest)
 		return
 	}
@@ -312,6 +357,13 @@ func (p *Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	f := &forward{host: host, port: ci.port, key: upstreamKey{addr: ci.addr, serverName: host}}
 	f.plan = p.match("https", host, ci.port, r)
 	p.forward(w, r, f)
+}
+
+// sameHost reports whether the Host value h names host (canonical) and,
+// if it has a port, port.
+func sameHost(h, host string, port int) bool {
+	hh, hp, ok := requestHost(h)
+	return ok && hh == host && (hp == 0 || hp == port)
 }
 
 // match asks the Injector about a request; nil when no binding matches or
@@ -344,9 +396,14 @@ func (p *Proxy) servePlainHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "CONNECT is not supported", http.StatusMethodNotAllowed)
 		return
 	}
-	host := normHost(r.Host) // the URL's host for an absolute-form target
+	// r.Host is the URL's host for an absolute-form target. Only a Host in
+	// plain form naming the connection's port (or none) may match.
+	host, hport, ok := requestHost(r.Host)
+	if !ok {
+		host = normHost(r.Host) // for the log only
+	}
 	f := &forward{host: host, port: ci.port, key: upstreamKey{addr: ci.addr, plain: true}}
-	if host != "" {
+	if ok && (hport == 0 || hport == ci.port) {
 		if plan := p.match("http", host, ci.port, r); plan != nil {
 			f.plan = plan
 			f.key = upstreamKey{addr: net.JoinHostPort(host, strconv.Itoa(ci.port)), serverName: host, plain: true, byName: true}

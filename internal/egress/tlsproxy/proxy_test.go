@@ -262,20 +262,40 @@ func TestEchoedSecretRedacted(t *testing.T) {
 	}
 }
 
+// TestHostMismatchRefused: the Host header must name the TLS server name
+// and the connection's port, in plain host[:port] form; a variant that
+// only normalizes to the name (another port, a list, brackets) could be
+// routed elsewhere by a front end, so it gets 421 too.
 func TestHostMismatchRefused(t *testing.T) {
 	e := newEnv(t, standardBindings(), nil)
-	req, _ := http.NewRequest("GET", e.url("bearer.test", "/"), nil)
-	req.Host = "unbound.test"
-	resp, err := e.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusMisdirectedRequest {
-		t.Errorf("status = %d, want 421", resp.StatusCode)
+	port := strconv.Itoa(e.originPort)
+	for _, host := range []string{"unbound.test", "bearer.test:1", "bearer.test:" + port + ",evil.test",
+		"bearer.test:evil.test", "[bearer.test]", "[bearer.test]:" + port, "bearer.test:0" + port} {
+		req, _ := http.NewRequest("GET", e.url("bearer.test", "/"), nil)
+		req.Host = host
+		resp, err := e.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMisdirectedRequest {
+			t.Errorf("Host %q: status = %d, want 421", host, resp.StatusCode)
+		}
 	}
 	if len(e.seen) != 0 {
 		t.Errorf("origin received %d requests, want 0", len(e.seen))
+	}
+	for _, host := range []string{"BEARER.test", "bearer.test.", "bearer.test:" + port} {
+		req, _ := http.NewRequest("GET", e.url("bearer.test", "/"), nil)
+		req.Host = host
+		resp, err := e.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("Host %q: status = %d, want 200", host, resp.StatusCode)
+		}
 	}
 }
 

@@ -13,6 +13,11 @@ import (
 // secret is held back until more of the body arrives or it ends, so
 // interactive streams are not delayed. A timeout from the source (the
 // proxy's flush deadline) is passed on and reading may continue.
+//
+// Occurrences are found in the body as it came, for all secrets, before
+// any is masked, and the held tail stays unmasked until it is released:
+// when one secret contains another, masking the shorter first would break
+// the longer one's match and show the rest of it.
 type redactingBody struct {
 	src     io.ReadCloser
 	needles [][]byte
@@ -21,7 +26,9 @@ type redactingBody struct {
 	buf     []byte
 	off     int // buf[off:ready] is masked and safe to hand out
 	ready   int
-	end     int // buf[ready:end] could be the start of a secret: held back
+	end     int // buf[ready:end] could be the start of a secret: held back, unmasked
+	carry   int // the first carry bytes of the held tail belong to a secret found already
+	ranges  [][2]int
 	eof     bool
 	err     error
 }
@@ -44,11 +51,7 @@ func (r *redactingBody) Read(p []byte) (int, error) {
 	}
 	for r.off == r.ready {
 		if r.eof {
-			if r.ready < r.end {
-				r.ready = r.end
-				break
-			}
-			return 0, r.err
+			return 0, r.err // nothing is held back once the source ended
 		}
 		if r.buf == nil {
 			if r.keep < 8<<10 {
@@ -73,14 +76,12 @@ func (r *redactingBody) Read(p []byte) (int, error) {
 				r.err = err
 			}
 		}
-		for _, nd := range r.needles {
-			mask(r.buf[:r.end], nd)
-		}
 		hold := 0
 		if !r.eof {
 			hold = r.partialTail()
 		}
 		r.ready = r.end - hold
+		r.maskReleased()
 		if transient && r.ready == 0 {
 			return 0, err
 		}
@@ -88,6 +89,37 @@ func (r *redactingBody) Read(p []byte) (int, error) {
 	n := copy(p, r.buf[r.off:r.ready])
 	r.off += n
 	return n, nil
+}
+
+// maskReleased masks, in buf[:ready], every occurrence of a secret in
+// buf[:end] (all searched before any is masked) and the previous carry,
+// and sets carry to the part of the held tail that an occurrence starting
+// in the released part covers. An occurrence inside the held tail is
+// found again with the next read.
+func (r *redactingBody) maskReleased() {
+	r.ranges = r.ranges[:0]
+	for _, nd := range r.needles {
+		for i := 0; ; {
+			j := bytes.Index(r.buf[i:r.end], nd)
+			if j < 0 {
+				break
+			}
+			if i+j < r.ready {
+				r.ranges = append(r.ranges, [2]int{i + j, i + j + len(nd)})
+			}
+			i += j + 1
+		}
+	}
+	if r.carry > 0 {
+		r.ranges = append(r.ranges, [2]int{0, r.carry})
+	}
+	r.carry = 0
+	for _, rg := range r.ranges {
+		for k := rg[0]; k < min(rg[1], r.ready); k++ {
+			r.buf[k] = '*'
+		}
+		r.carry = max(r.carry, rg[1]-r.ready)
+	}
 }
 
 func (r *redactingBody) Close() error { return r.src.Close() }
@@ -113,18 +145,4 @@ func (r *redactingBody) partialTail() int {
 		}
 	}
 	return 0
-}
-
-// mask overwrites every occurrence of needle in b with '*'.
-func mask(b, needle []byte) {
-	for i := 0; ; {
-		j := bytes.Index(b[i:], needle)
-		if j < 0 {
-			return
-		}
-		for k := i + j; k < i+j+len(needle); k++ {
-			b[k] = '*'
-		}
-		i += j + len(needle)
-	}
 }

@@ -55,3 +55,23 @@ func TestRedactingBodyReleasesHarmlessTail(t *testing.T) {
 		t.Fatalf("rest = %q", rest)
 	}
 }
+
+// TestRedactingBodyNestedSecrets: when one secret contains another (two
+// credentials, or a value and a form of it), the longer is masked whole,
+// however the body is cut: masking the shorter first, or masking it in the
+// held tail, used to break the longer one's match and show its rest.
+func TestRedactingBodyNestedSecrets(t *testing.T) {
+	needles := []string{"abc", "abcdef-123", "f-1", "zz-abc"}
+	body := "<abcdef-123> <abc> <zz-abcdef-123> <f-1> <abcdef-12"
+	want := "<**********> <***> <*************> <***> <***de***2"
+	for name, src := range map[string]func() io.Reader{
+		"whole":    func() io.Reader { return strings.NewReader(body) },
+		"one byte": func() io.Reader { return iotest.OneByteReader(strings.NewReader(body)) },
+		"half":     func() io.Reader { return iotest.HalfReader(strings.NewReader(body)) },
+	} {
+		got, err := io.ReadAll(newRedactingBody(io.NopCloser(src()), needles))
+		if err != nil || string(got) != want {
+			t.Errorf("%s: %q, %v; want %q", name, got, err, want)
+		}
+	}
+}

@@ -23,6 +23,15 @@ type HostMatcher interface {
 	MayMatch(scheme, host string, port int) bool
 }
 
+// PortMatcher is an optional capability of an Injector: MayMatchPort
+// reports whether some binding covers requests with this scheme on this
+// port, to any host. When it is false for a connection's port the proxy
+// splices the connection at once, without reading its first bytes, so the
+// port behaves as it would without the proxy. *vault.Store implements it.
+type PortMatcher interface {
+	MayMatchPort(scheme string, port int) bool
+}
+
 // Limits of reading a ClientHello before deciding. A ClientHello is a few
 // hundred bytes to a few KiB (post-quantum key shares, many extensions).
 const (
@@ -261,6 +270,11 @@ func (p *Proxy) route(ctx context.Context, raw net.Conn, m routeMode, conns *con
 		// destination: splicing it would connect the proxy to itself, again
 		// and again.
 		p.log.Debug("tlsproxy: connection closed: made to the proxy itself", "dest", dst.addr)
+		return
+	}
+	if pm, ok := p.cfg.Injector.(PortMatcher); p.cfg.Injector == nil || ok && !pm.MayMatchPort(m.scheme(), dst.port) {
+		p.log.Debug("tlsproxy: connection spliced: no binding for the port", "dest", dst.addr)
+		p.splice(ctx, raw, nil, dst, conns)
 		return
 	}
 	hello, sni, err := m.peek(raw)

@@ -260,6 +260,24 @@ func (s *Store) MayMatch(scheme, host string, port int) bool {
 	return false
 }
 
+// MayMatchPort reports whether some binding covers requests with this
+// scheme on this port, to any host. The proxies do not even read a
+// connection's first bytes when it is false: they pass it through at once.
+func (s *Store) MayMatchPort(scheme string, port int) bool {
+	snap := s.cur.Load()
+	if snap == nil {
+		return false
+	}
+	scheme = strings.ToLower(scheme)
+	for i := range snap.bindings {
+		m := &snap.bindings[i].match
+		if slices.Contains(m.Schemes, scheme) && slices.Contains(m.Ports, port) {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Store) load() (*snapshot, error) {
 	snap := s.cur.Load()
 	if snap == nil {
