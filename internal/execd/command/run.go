@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/apierror"
@@ -224,28 +223,6 @@ func (m *Manager) runForeground(ctx context.Context, sw *eventstream.Writer, cmd
 	sw.Close()
 }
 
-// drainBuffered hands fn what the pipe holds right now, without waiting,
-// up to 64 buffers (a process left behind that keeps writing cannot hold
-// it here). The pipe's descriptor is non-blocking (it is registered with
-// the runtime poller), so an empty pipe answers EAGAIN at once.
-func drainBuffered(f *os.File, buf []byte, fn func([]byte)) {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return
-	}
-	for range 64 {
-		var n int
-		var rerr error
-		// Control, not Read: Read fails at once on the expired deadline.
-		if err := rc.Control(func(fd uintptr) {
-			n, rerr = syscall.Read(int(fd), buf)
-		}); err != nil || rerr != nil || n <= 0 {
-			return
-		}
-		fn(buf[:n])
-	}
-}
-
 // pump reads one output pipe of a foreground command, streams each line as
 // an event and appends it to the command's log. Once the command has exited
 // and the pipe stays quiet for drainIdle (a process it left behind still
@@ -312,12 +289,10 @@ func pump(f *os.File, typ string, sw *eventstream.Writer, log *outputLog, exited
 			continue
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			// An expired deadline fails the read without looking at the
-			// pipe, so on a loaded machine output the command wrote before
-			// it exited could still sit there: take what is buffered now,
-			// then stop streaming. (An exited command's writes are all in
-			// the pipe, which holds far less than drainBuffered takes.)
-			drainBuffered(f, buf, func(b []byte) { split.Feed(b, emit) })
+			// Output the command wrote before it exited may still sit in
+			// the pipe (an expired deadline fails the read unread); an
+			// exited command's writes fit in far less than ReadBuffered takes.
+			proc.ReadBuffered(f, buf, func(b []byte) { split.Feed(b, emit) })
 			stopStreaming()
 			f.SetReadDeadline(time.Time{})
 			continue

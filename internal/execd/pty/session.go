@@ -1,9 +1,11 @@
 package pty
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"sync"
 
 	"github.com/coder/websocket"
@@ -187,6 +189,11 @@ func (s *session) pump(o procOutput) {
 		n, err := o.f.Read(buf)
 		if n > 0 {
 			s.output(o.ch, buf[:n])
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// What the process wrote before it exited may still be
+			// buffered: a late read past the deadline does not look.
+			proc.ReadBuffered(o.f, buf, func(b []byte) { s.output(o.ch, b) })
 		}
 		if err != nil {
 			return
