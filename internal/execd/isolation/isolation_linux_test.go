@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -537,5 +538,47 @@ func TestSetupTimeout(t *testing.T) {
 	ents, err := os.ReadDir(h.m.base)
 	if err != nil || len(ents) != 0 {
 		t.Errorf("isolation scratch after the failed create: %v %v", ents, err)
+	}
+}
+
+// TestNoChrootEscape: the session's root is a mount moved over the
+// sandbox's / (no pivot_root), so the sandbox's tree lies beneath it. A
+// process that may chroot (a balanced root session holds CAP_SYS_CHROOT;
+// any session gets every capability in a user namespace of its own) could
+// chroot into a subdirectory while its working directory stays at /, walk
+// ".." past the session's root into the sandbox's and chroot there: the
+// classic chroot escape. No session may chroot at all.
+func TestNoChrootEscape(t *testing.T) {
+	if goruntime.GOARCH != "amd64" {
+		t.Skip("the test calls unshare by its x86_64 number")
+	}
+	h := newHarness(t, nil)
+	outside := t.TempDir()
+	marker := filepath.Join(outside, "outside-marker")
+	if err := os.WriteFile(marker, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// %s: unshare(CLONE_NEWUSER) in the same process (x86_64), which then
+	// holds every capability in the new namespace until it execs.
+	escape := `cd / && mkdir -p /tmp/jail && perl -e '%s chroot("/tmp/jail") or die "chroot: $!\n"; chdir("..") for 1..64; chroot(".") or die "chroot back: $!\n"; opendir(D, "/"); print join(" ", readdir(D)), "\n"; print -e "` + marker + `" ? "ESCAPED\n" : "contained\n"'`
+	for _, tc := range []struct {
+		name    string
+		profile string
+		wrap    string
+	}{
+		{"balanced root, CAP_SYS_CHROOT", sandbox.IsolationBalanced, ""},
+		{"strict, nested user namespace", sandbox.IsolationStrict, `syscall(272, 0x10000000) == 0 or die "unshare: $!\n";`},
+		{"balanced, nested user namespace", sandbox.IsolationBalanced, `syscall(272, 0x10000000) == 0 or die "unshare: $!\n";`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: t.TempDir()}, Profile: tc.profile})
+			r := h.run(id, fmt.Sprintf(escape, tc.wrap))
+			if strings.Contains(r.stdout, "ESCAPED") {
+				t.Fatalf("a session left its root and reached the sandbox's files: %+v", r)
+			}
+			if testing.Verbose() {
+				t.Logf("%+v", r)
+			}
+		})
 	}
 }
