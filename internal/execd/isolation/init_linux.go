@@ -143,7 +143,13 @@ func buildRoot(spec *initSpec) error {
 		return strings.Count(binds[i].Dest, "/") < strings.Count(binds[j].Dest, "/")
 	})
 	for _, b := range binds {
-		if err := bindInto(root, b.Source, b.Dest, b.RO); err != nil {
+		f, err := openSource("bind source", b.Source, spec.Base, !b.RO)
+		if err != nil {
+			return err
+		}
+		err = bindInto(root, fdPath(f), b.Dest, b.RO)
+		f.Close()
+		if err != nil {
 			return err
 		}
 	}
@@ -291,11 +297,17 @@ func mountProc(root string) error {
 // private scratch (overlay), so that writes vanish with the session.
 func mountWorkspace(root string, spec *initSpec) error {
 	ws := spec.Workspace
+	f, err := openSource("workspace", ws, spec.Base, true)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	src := fdPath(f)
 	switch spec.Mode {
 	case modeRW:
-		return bindInto(root, ws, ws, false)
+		return bindInto(root, src, ws, false)
 	case modeRO:
-		return bindInto(root, ws, ws, true)
+		return bindInto(root, src, ws, true)
 	}
 	if err := unix.Mount("tmpfs", spec.Scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0700"); err != nil {
 		return fmt.Errorf("mount overlay scratch: %w", err)
@@ -308,7 +320,7 @@ func mountWorkspace(root string, spec *initSpec) error {
 	}
 	// The upper layer's root takes the workspace's owner and mode, so that
 	// a non-root session user may write where it could write before.
-	if fi, err := os.Stat(ws); err == nil {
+	if fi, err := os.Stat(src); err == nil {
 		st := fi.Sys().(*syscall.Stat_t)
 		os.Chown(upper, int(st.Uid), int(st.Gid))
 		os.Chmod(upper, fi.Mode().Perm())
@@ -317,11 +329,48 @@ func mountWorkspace(root string, spec *initSpec) error {
 	if err := os.MkdirAll(target, 0o755); err != nil {
 		return err
 	}
-	opts := "lowerdir=" + ws + ",upperdir=" + upper + ",workdir=" + work + ",userxattr"
+	opts := "lowerdir=" + src + ",upperdir=" + upper + ",workdir=" + work + ",userxattr"
 	if err := unix.Mount("overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount overlay on %s: %w", ws, err)
 	}
 	return nil
+}
+
+// openSource opens p, a workspace or bind source the session asked for, to
+// mount what was opened rather than the path: the path was checked when
+// the session was asked for, but whoever can write one of its directories
+// (another session whose workspace holds it) may have swapped a component
+// for a symbolic link since — to execd's isolation directory, where every
+// session's server socket is, or to /proc. What was opened is checked
+// again here (checkOpened, and its filesystem), and the mount goes through
+// the descriptor (fdPath), so no later swap changes it.
+func openSource(what, p, base string, writable bool) (*os.File, error) {
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", what, p, err)
+	}
+	f := os.NewFile(uintptr(fd), p)
+	real, err := os.Readlink(fdPath(f))
+	if err == nil {
+		err = checkOpened(what, p, real, base, writable)
+	}
+	if err == nil {
+		var st unix.Statfs_t
+		if err = unix.Fstatfs(fd, &st); err == nil && (st.Type == unix.PROC_SUPER_MAGIC || st.Type == unix.SYSFS_MAGIC) {
+			err = fmt.Errorf("%s %q is on a kernel pseudo filesystem", what, p)
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// fdPath names the object f refers to: mounting from it mounts that object
+// whatever its path leads to now.
+func fdPath(f *os.File) string {
+	return "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
 }
 
 // loopbackUp sets lo up in the session's own network namespace.

@@ -582,3 +582,62 @@ func TestNoChrootEscape(t *testing.T) {
 		})
 	}
 }
+
+// TestSourceSwappedAfterCheck: a bind source or a workspace is checked
+// when the session is asked for, but mounted later by its init, following
+// symbolic links. Code that can write the parent directory (another
+// session whose workspace holds it) may swap the checked directory for a
+// link in between, to the private isolation directory (every session's
+// server socket) or to /proc. The init must mount what it checked.
+func TestSourceSwappedAfterCheck(t *testing.T) {
+	h := newHarness(t, nil)
+	caps := h.m.capabilities()
+	for _, tc := range []struct {
+		name   string
+		target string
+		bind   bool
+	}{
+		{"bind to the isolation directory", h.m.base, true},
+		{"bind to /proc", "/proc", true},
+		{"workspace to the isolation directory", h.m.base, false},
+		{"workspace to /proc", "/proc", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			shared := t.TempDir() // writable by a session that has it
+			src := filepath.Join(shared, "out")
+			if err := os.Mkdir(src, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			req := sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: t.TempDir()}}
+			if tc.bind {
+				req.Binds = []sandbox.IsolatedBind{{Source: src, Dest: "/mnt/out", ReadOnly: true}}
+			} else {
+				req.Workspace.Path = src
+			}
+			s, err := h.m.newSession(&req, caps)
+			if err != nil {
+				t.Fatalf("newSession: %v", err)
+			}
+			// The swap, between the check and the mount.
+			if err := os.Remove(src); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(tc.target, src); err != nil {
+				t.Fatal(err)
+			}
+			err = h.m.launch(context.Background(), s)
+			if err == nil {
+				t.Cleanup(func() { h.m.end(s); <-s.exited })
+				dest := "/mnt/out"
+				if !tc.bind {
+					dest = src
+				}
+				r := h.run(s.id, "ls -a "+dest+" | head -20")
+				t.Fatalf("the session was built on the swapped source %s: it sees %q", tc.target, r.stdout)
+			}
+			if !strings.Contains(err.Error(), "may not mount") && !strings.Contains(err.Error(), "isolation directory") && !strings.Contains(err.Error(), "pseudo filesystem") {
+				t.Errorf("launch refused the swapped source for another reason: %v", err)
+			}
+		})
+	}
+}

@@ -314,6 +314,7 @@ func (m *Manager) newSession(req *sandbox.CreateIsolatedSessionRequest, caps san
 		return nil, bad("workspace.path %q is not a directory", ws)
 	}
 	spec.Hostname = "isolated-" + id[len(id)-8:]
+	spec.Base = base
 	spec.Root = filepath.Join(base, id, "root")
 	spec.Scratch = filepath.Join(base, id, "scratch")
 
