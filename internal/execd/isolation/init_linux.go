@@ -191,32 +191,87 @@ func mountSystem(root, d string) error {
 }
 
 // bindInto bind-mounts src (with everything mounted below it) at root+dest,
-// read-only when ro; nosuid and nodev always.
+// read-only when ro; nosuid and nodev always. The copy of src is made and
+// restricted detached (open_tree, mount_setattr) and then attached onto
+// the mount point opened by mountPoint, so no path is looked up twice.
 func bindInto(root, src, dest string, ro bool) error {
 	fi, err := os.Stat(src)
 	if err != nil {
 		return fmt.Errorf("bind source %s: %w", src, err)
 	}
-	target := root + dest
-	if fi.IsDir() {
-		err = os.MkdirAll(target, 0o755)
-	} else {
-		err = touch(target)
-	}
+	target, err := mountPoint(root, dest, fi.IsDir())
 	if err != nil {
-		return fmt.Errorf("create mount point %s: %w", dest, err)
+		return err
 	}
-	if err := unix.Mount(src, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+	defer target.Close()
+	tree, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	if err != nil {
 		return fmt.Errorf("bind %s on %s: %w", src, dest, err)
 	}
+	defer unix.Close(tree)
 	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
 	if ro {
 		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
 	}
-	if err := unix.MountSetattr(unix.AT_FDCWD, target, unix.AT_RECURSIVE, attr); err != nil {
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
 		return fmt.Errorf("restrict the mount of %s: %w", dest, err)
 	}
+	if err := unix.MoveMount(tree, "", int(target.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("bind %s on %s: %w", src, dest, err)
+	}
 	return nil
+}
+
+// mountPoint creates dest below root when it is missing (a directory, or
+// an empty file when dir is false) and opens it, following no symbolic
+// link on the way: a destination inside the workspace or inside another
+// bind is in a directory that a session sharing it may write, and a link
+// there (relative, so resolving inside the new root) would carry the
+// mount elsewhere, onto the session's /etc for instance. Mounts met on the
+// way are entered, as a path lookup does.
+func mountPoint(root, dest string, dir bool) (*os.File, error) {
+	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open the session root: %w", err)
+	}
+	parts := strings.Split(strings.Trim(dest, "/"), "/")
+	for i, name := range parts {
+		last := i == len(parts)-1
+		switch {
+		case !last || dir:
+			err = unix.Mkdirat(fd, name, 0o755)
+		default:
+			var f int
+			f, err = unix.Openat(fd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+			if err == nil {
+				unix.Close(f)
+			}
+		}
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			unix.Close(fd)
+			return nil, fmt.Errorf("create mount point %s: %w", dest, err)
+		}
+		next, err := unix.Openat(fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			return nil, fmt.Errorf("open mount point %s: %w", dest, err)
+		}
+		fd = next
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("mount point %s: %w", dest, err)
+		}
+		switch typ := st.Mode & unix.S_IFMT; {
+		case typ == unix.S_IFLNK:
+			unix.Close(fd)
+			return nil, fmt.Errorf("mount point %s: %s is a symbolic link", dest, "/"+strings.Join(parts[:i+1], "/"))
+		case (!last || dir) && typ != unix.S_IFDIR:
+			unix.Close(fd)
+			return nil, fmt.Errorf("mount point %s: %s is not a directory", dest, "/"+strings.Join(parts[:i+1], "/"))
+		}
+	}
+	return os.NewFile(uintptr(fd), root+dest), nil
 }
 
 func touch(p string) error {
@@ -325,12 +380,13 @@ func mountWorkspace(root string, spec *initSpec) error {
 		os.Chown(upper, int(st.Uid), int(st.Gid))
 		os.Chmod(upper, fi.Mode().Perm())
 	}
-	target := root + ws
-	if err := os.MkdirAll(target, 0o755); err != nil {
+	target, err := mountPoint(root, ws, true)
+	if err != nil {
 		return err
 	}
+	defer target.Close()
 	opts := "lowerdir=" + src + ",upperdir=" + upper + ",workdir=" + work + ",userxattr"
-	if err := unix.Mount("overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+	if err := unix.Mount("overlay", fdPath(target), "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount overlay on %s: %w", ws, err)
 	}
 	return nil

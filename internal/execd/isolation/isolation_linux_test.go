@@ -641,3 +641,41 @@ func TestSourceSwappedAfterCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestMountPointIsNoLink: a bind's destination inside the workspace (or
+// inside another bind) is a path in a directory that a session sharing it
+// may write. A symbolic link there, relative so that it resolves inside
+// the new root, must not carry the bind onto the session's /etc (where a
+// writable source would give the session files such as ld.so.preload
+// chosen by the other session).
+func TestMountPointIsNoLink(t *testing.T) {
+	h := newHarness(t, nil)
+	ws := t.TempDir()
+	evil := t.TempDir()
+	if err := os.WriteFile(filepath.Join(evil, "planted"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	up := strings.Repeat("../", strings.Count(ws, "/"))
+	if err := os.Symlink(up+"etc", filepath.Join(ws, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	code, body := h.do(http.MethodPost, "/v1/isolated/session", sandbox.CreateIsolatedSessionRequest{
+		Workspace: sandbox.IsolatedWorkspace{Path: ws},
+		Binds:     []sandbox.IsolatedBind{{Source: evil, Dest: filepath.Join(ws, "sub")}},
+	})
+	if code == http.StatusCreated {
+		var info sandbox.IsolatedSessionInfo
+		json.Unmarshal(body, &info)
+		t.Cleanup(func() { h.do(http.MethodDelete, "/v1/isolated/session/"+info.SessionID, nil) })
+		r := h.run(info.SessionID, "ls /etc/planted 2>/dev/null && echo LANDED; ls /etc/passwd; ls -la "+ws)
+		t.Logf("%+v", r)
+		if strings.Contains(r.stdout, "LANDED") || !strings.Contains(r.stdout, "/etc/passwd") {
+			t.Fatalf("the bind followed the link at its destination onto the session's /etc: %+v", r)
+		}
+		return
+	}
+	t.Logf("create: %d %s", code, body)
+	if !strings.Contains(string(body), "symbolic link") {
+		t.Errorf("create: %d %s; want the link at the destination named", code, body)
+	}
+}
