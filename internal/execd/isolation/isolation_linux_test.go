@@ -679,3 +679,47 @@ func TestMountPointIsNoLink(t *testing.T) {
 		t.Errorf("create: %d %s; want the link at the destination named", code, body)
 	}
 }
+
+// TestFilesProxyKeepsCredentials: the file endpoints of a session are
+// passed to its in-session server, which runs with the session's identity
+// (the session's code may read its memory, or accept on its socket). The
+// request reaches execd with execd's access token (the lifecycle server's
+// proxy adds it) and maybe other credentials: none of them may reach the
+// session, or its code would own execd, and through it the sandbox.
+func TestFilesProxyKeepsCredentials(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan http.Header, 1)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+		w.WriteHeader(http.StatusNoContent)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	tr, proxy := sessionProxy("sid", sock)
+	defer tr.CloseIdleConnections()
+	req := httptest.NewRequest(http.MethodGet, "/v1/isolated/session/sid/files/download?path=/w/f", nil)
+	for k, v := range map[string]string{
+		sandbox.AccessTokenHeader: "execd-secret", sandbox.APIKeyHeader: "api-secret", "Authorization": "Bearer x",
+		"Cookie": "c=1", "Proxy-Authorization": "Basic y", "Range": "bytes=0-1", "If-Range": "Wed, 21 Oct 2015 07:28:00 GMT",
+	} {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	proxy.ServeHTTP(rec, req)
+	if rec.Code != http.StatusNoContent {
+		t.Fatalf("proxy answered %d %s", rec.Code, rec.Body)
+	}
+	h := <-got
+	for _, k := range []string{sandbox.AccessTokenHeader, sandbox.APIKeyHeader, "Authorization", "Cookie", "Proxy-Authorization"} {
+		if v := h.Get(k); v != "" {
+			t.Errorf("the session's server got %s: %q", k, v)
+		}
+	}
+	if h.Get("Range") != "bytes=0-1" || h.Get("If-Range") == "" {
+		t.Errorf("the headers the file API needs were lost: %v", h)
+	}
+}

@@ -423,27 +423,9 @@ func (m *Manager) launch(ctx context.Context, s *session) error {
 		return apierror.Wrap(err, http.StatusInternalServerError, apierror.CodeRuntimeError, "start isolated session: %v", err)
 	}
 	s.cmd = cmd
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		},
-		DisableCompression:  true,
-		MaxIdleConnsPerHost: 8,
-	}
+	tr, proxy := sessionProxy(s.id, sock)
 	s.client = &http.Client{Transport: tr}
-	s.proxy = &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", "session", "session"
-			pr.Out.URL.Path = strings.TrimPrefix(pr.In.URL.Path, "/v1/isolated/session/"+s.id)
-			pr.Out.URL.RawPath = ""
-		},
-		Transport:     tr,
-		FlushInterval: -1,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			apierror.Write(w, r, apierror.Wrap(err, http.StatusBadGateway, apierror.CodeBadGateway, "isolated session %s did not answer", s.id))
-		},
-	}
+	s.proxy = proxy
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -470,6 +452,46 @@ func (m *Manager) launch(ctx context.Context, s *session) error {
 		close(s.exited)
 	}()
 	return nil
+}
+
+// proxiedHeaders are the only request headers the session's file
+// endpoints pass to its server: what the file API reads. Everything else
+// stays out, above all execd's access token (which the lifecycle server's
+// proxy adds to every request) and any other credential: the server runs
+// with the session's identity, where the session's code can read it.
+var proxiedHeaders = []string{"Content-Type", "Content-Length", "Range", "If-Range", "Accept"}
+
+// sessionProxy returns the transport to the session server listening on
+// sock and the reverse proxy of its file endpoints.
+func sessionProxy(id, sock string) (*http.Transport, *httputil.ReverseProxy) {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 8,
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", "session", "session"
+			pr.Out.URL.Path = strings.TrimPrefix(pr.In.URL.Path, "/v1/isolated/session/"+id)
+			pr.Out.URL.RawPath = ""
+			h := http.Header{}
+			for _, k := range proxiedHeaders {
+				if v, ok := pr.Out.Header[k]; ok {
+					h[k] = v
+				}
+			}
+			pr.Out.Header = h
+		},
+		Transport:     tr,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			apierror.Write(w, r, apierror.Wrap(err, http.StatusBadGateway, apierror.CodeBadGateway, "isolated session %s did not answer", id))
+		},
+	}
+	return tr, proxy
 }
 
 // List handles GET /v1/isolated/sessions.
