@@ -723,3 +723,18 @@ func TestFilesProxyKeepsCredentials(t *testing.T) {
 		t.Errorf("the headers the file API needs were lost: %v", h)
 	}
 }
+
+// TestSessionCodeHoldsNoServerSocket: the session's code must not inherit
+// the listening socket of its in-session server, or it could accept the
+// requests execd sends to the server and answer them itself.
+func TestSessionCodeHoldsNoServerSocket(t *testing.T) {
+	h := newHarness(t, nil)
+	id := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: t.TempDir()}})
+	r := h.run(id, "for f in /proc/$$/fd/*; do echo \"$f $(readlink $f)\"; done")
+	if r.exit != 0 || !strings.Contains(r.stdout, "/fd/0") {
+		t.Fatalf("listing the shell's descriptors: %+v", r)
+	}
+	if strings.Contains(r.stdout, "socket:") {
+		t.Errorf("the session's shell holds a socket: %s", r.stdout)
+	}
+}

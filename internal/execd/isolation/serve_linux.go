@@ -22,7 +22,12 @@ func runServe() int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ws := os.Getenv(wsEnv)
 	os.Unsetenv(wsEnv)
-	ln, err := net.FileListener(os.NewFile(fdListener, "listener"))
+	// FileListener keeps a close-on-exec duplicate; the inherited
+	// descriptor goes, or every command of the session would hold the
+	// socket and could accept execd's requests in the server's place.
+	lf := os.NewFile(fdListener, "listener")
+	ln, err := net.FileListener(lf)
+	lf.Close()
 	if err != nil {
 		log.Error("isolated session: listener", "err", err)
 		return 1
