@@ -738,3 +738,37 @@ func TestSessionCodeHoldsNoServerSocket(t *testing.T) {
 		t.Errorf("the session's shell holds a socket: %s", r.stdout)
 	}
 }
+
+// TestScratchOutsideSessionViews: execd's isolation directory holds every
+// session's server socket, and a socket can be connected to through a
+// read-only mount. It must not be inside the system directories that
+// sessions see, even when TMPDIR (the sandbox's environment, set by the
+// client) points there.
+func TestScratchOutsideSessionViews(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	opt, err := os.MkdirTemp("/opt", "isolation-test-")
+	if err != nil {
+		t.Skipf("no writable /opt: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(opt) })
+	ws := t.TempDir()
+	t.Setenv("TMPDIR", opt)
+	m := New(Options{Exe: helperExe, Env: procenv.Builder{Base: []string{"PATH=/usr/bin:/bin"}}})
+	caps := m.capabilities()
+	m.Close(context.Background())
+	if !caps.Available {
+		t.Fatalf("isolation unavailable with TMPDIR=%s: %s", opt, caps.Message)
+	}
+	h := newHarness(t, nil)
+	for _, d := range append(append([]string(nil), systemDirs...), balancedDirs...) {
+		if within(h.m.base, d) {
+			t.Fatalf("the isolation directory %s is inside %s, which sessions see", h.m.base, d)
+		}
+	}
+	id := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: ws}, Profile: sandbox.IsolationBalanced})
+	if r := h.run(id, "ls "+opt); strings.Contains(r.stdout, "execd-isolation") {
+		t.Errorf("a balanced session sees the isolation directory: %+v", r)
+	}
+}

@@ -169,10 +169,49 @@ func (m *Manager) capabilities() sandbox.IsolatedCapabilities {
 // scratch is the private directory holding each session's mount staging
 // directories and server socket.
 func (m *Manager) scratch() (string, error) {
-	m.baseOnce.Do(func() {
-		m.base, m.baseErr = procenv.MkdirScratch("execd-isolation-")
-	})
+	m.baseOnce.Do(func() { m.base, m.baseErr = mkdirBase() })
 	return m.base, m.baseErr
+}
+
+// baseCandidates are where execd's isolation directory may go, in order of
+// preference.
+var baseCandidates = []string{"/tmp", "/var/tmp", "/dev/shm", "/run"}
+
+// mkdirBase creates execd's private isolation directory. It holds every
+// session's server socket, which can be connected to even through a
+// read-only mount, so it must not be inside a directory that sessions see
+// (systemDirs, balancedDirs), wherever TMPDIR (the sandbox's environment,
+// set by the client) or a link in the image points: such candidates are
+// passed over.
+func mkdirBase() (string, error) {
+	var firstErr error
+	for _, d := range append([]string{os.TempDir()}, baseCandidates...) {
+		real, err := filepath.EvalSymlinks(d)
+		if err == nil && sessionVisible(real) {
+			err = fmt.Errorf("%s is %s, which isolated sessions see", d, real)
+		}
+		if err == nil {
+			var dir string
+			if dir, err = os.MkdirTemp(real, "execd-isolation-"); err == nil {
+				return dir, nil
+			}
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	return "", fmt.Errorf("no place for the isolation directory outside what sessions see: %w", firstErr)
+}
+
+// sessionVisible reports whether the resolved path p is inside a directory
+// that sessions get mounted.
+func sessionVisible(p string) bool {
+	for _, d := range append(append([]string(nil), systemDirs...), balancedDirs...) {
+		if within(p, d) {
+			return true
+		}
+	}
+	return false
 }
 
 // Create handles POST /v1/isolated/session.
