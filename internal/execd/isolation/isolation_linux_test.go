@@ -772,3 +772,22 @@ func TestScratchOutsideSessionViews(t *testing.T) {
 		t.Errorf("a balanced session sees the isolation directory: %+v", r)
 	}
 }
+
+// TestServerNotTraceable: the session's code runs with the identity of its
+// in-session server, which holds execd's stderr (the sandbox's log stream)
+// and sees every request execd passes on. The code must not ptrace it nor
+// reach its descriptors or memory through /proc.
+func TestServerNotTraceable(t *testing.T) {
+	h := newHarness(t, nil)
+	id := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: t.TempDir()}})
+	r := h.run(id, `for p in /proc/[0-9]*; do [ "$(tr '\0' ' ' < $p/cmdline)" = "execd-isolated-serve " ] && srv=${p#/proc/}; done; echo "server $srv"; `+
+		`readlink /proc/$srv/fd/2 >/dev/null 2>&1 && echo FDS; head -c1 /proc/$srv/environ >/dev/null 2>&1 && echo ENVIRON; echo forged >> /proc/$srv/fd/2 2>/dev/null && echo WROTE`)
+	if !strings.Contains(r.stdout, "server ") || strings.Contains(r.stdout, "server \n") {
+		t.Fatalf("the server process was not found: %+v", r)
+	}
+	for _, bad := range []string{"FDS", "ENVIRON", "WROTE"} {
+		if strings.Contains(r.stdout, bad) {
+			t.Errorf("the session's code reaches its server: %s (%+v)", bad, r)
+		}
+	}
+}

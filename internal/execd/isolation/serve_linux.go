@@ -3,11 +3,14 @@
 package isolation
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/opensandbox-go/opensandbox/internal/execd/command"
 	"github.com/opensandbox-go/opensandbox/internal/execd/files"
@@ -19,6 +22,14 @@ import (
 // with the session's identity and seeing only the session's filesystem.
 // execd proxies the session's /run and file endpoints to it.
 func runServe() int {
+	// The session's code runs with this process's identity: without
+	// this it could ptrace it, read its memory (the requests execd passes
+	// on) and use its descriptors through /proc (execd's stderr, the
+	// sandbox's log stream). Commands it starts are dumpable again.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "isolated session: not dumpable:", err)
+		return 1
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ws := os.Getenv(wsEnv)
 	os.Unsetenv(wsEnv)
