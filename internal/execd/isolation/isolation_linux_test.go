@@ -791,3 +791,24 @@ func TestServerNotTraceable(t *testing.T) {
 		}
 	}
 }
+
+// TestFileBind: a bind whose source is a file gets a file mount point,
+// read-only or writable as asked, also at a new path.
+func TestFileBind(t *testing.T) {
+	h := newHarness(t, nil)
+	dir := t.TempDir()
+	ro, rw := filepath.Join(dir, "ro.txt"), filepath.Join(dir, "rw.txt")
+	os.WriteFile(ro, []byte("ro\n"), 0o644)
+	os.WriteFile(rw, []byte("rw\n"), 0o644)
+	id := h.create(sandbox.CreateIsolatedSessionRequest{
+		Workspace: sandbox.IsolatedWorkspace{Path: t.TempDir()},
+		Binds:     []sandbox.IsolatedBind{{Source: ro, Dest: "/mnt/files/ro.txt", ReadOnly: true}, {Source: rw, Dest: "/mnt/files/rw.txt"}},
+	})
+	r := h.run(id, "cat /mnt/files/ro.txt /mnt/files/rw.txt; echo x >> /mnt/files/ro.txt 2>/dev/null && echo WROTE-RO; echo more >> /mnt/files/rw.txt && echo wrote-rw")
+	if r.stdout != "ro\nrw\nwrote-rw\n" {
+		t.Errorf("file binds: %+v", r)
+	}
+	if b, _ := os.ReadFile(rw); string(b) != "rw\nmore\n" {
+		t.Errorf("the writable file bind on the host: %q", b)
+	}
+}
