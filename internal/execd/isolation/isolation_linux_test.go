@@ -793,7 +793,8 @@ func TestServerNotTraceable(t *testing.T) {
 }
 
 // TestFileBind: a bind whose source is a file gets a file mount point,
-// read-only or writable as asked, also at a new path.
+// read-only or writable as asked, at a new path or over one that exists
+// in a read-only system directory (a directory bind too).
 func TestFileBind(t *testing.T) {
 	h := newHarness(t, nil)
 	dir := t.TempDir()
@@ -802,10 +803,12 @@ func TestFileBind(t *testing.T) {
 	os.WriteFile(rw, []byte("rw\n"), 0o644)
 	id := h.create(sandbox.CreateIsolatedSessionRequest{
 		Workspace: sandbox.IsolatedWorkspace{Path: t.TempDir()},
-		Binds:     []sandbox.IsolatedBind{{Source: ro, Dest: "/mnt/files/ro.txt", ReadOnly: true}, {Source: rw, Dest: "/mnt/files/rw.txt"}},
+		Binds: []sandbox.IsolatedBind{{Source: ro, Dest: "/mnt/files/ro.txt", ReadOnly: true}, {Source: rw, Dest: "/mnt/files/rw.txt"},
+			// Over a file that exists in a read-only system directory.
+			{Source: ro, Dest: "/etc/hostname", ReadOnly: true}, {Source: dir, Dest: "/usr/share", ReadOnly: true}},
 	})
-	r := h.run(id, "cat /mnt/files/ro.txt /mnt/files/rw.txt; echo x >> /mnt/files/ro.txt 2>/dev/null && echo WROTE-RO; echo more >> /mnt/files/rw.txt && echo wrote-rw")
-	if r.stdout != "ro\nrw\nwrote-rw\n" {
+	r := h.run(id, "cat /mnt/files/ro.txt /mnt/files/rw.txt; cat /etc/hostname; ls /usr/share/ro.txt; echo x >> /mnt/files/ro.txt 2>/dev/null && echo WROTE-RO; echo more >> /mnt/files/rw.txt && echo wrote-rw")
+	if r.stdout != "ro\nrw\nro\n/usr/share/ro.txt\nwrote-rw\n" {
 		t.Errorf("file binds: %+v", r)
 	}
 	if b, _ := os.ReadFile(rw); string(b) != "rw\nmore\n" {
