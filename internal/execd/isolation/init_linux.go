@@ -143,7 +143,7 @@ func buildRoot(spec *initSpec) error {
 		return strings.Count(binds[i].Dest, "/") < strings.Count(binds[j].Dest, "/")
 	})
 	for _, b := range binds {
-		f, err := openSource("bind source", b.Source, spec.Base, !b.RO)
+		f, err := openSource("bind source", b.Source, spec.Base, !b.RO, true)
 		if err != nil {
 			return err
 		}
@@ -352,7 +352,9 @@ func mountProc(root string) error {
 // private scratch (overlay), so that writes vanish with the session.
 func mountWorkspace(root string, spec *initSpec) error {
 	ws := spec.Workspace
-	f, err := openSource("workspace", ws, spec.Base, true)
+	// The probe's workspace is inside execd's private directory, which
+	// may be under /dev/shm or /run: only its mount is tried.
+	f, err := openSource("workspace", ws, spec.Base, true, !spec.Probe)
 	if err != nil {
 		return err
 	}
@@ -400,17 +402,17 @@ func mountWorkspace(root string, spec *initSpec) error {
 // session's server socket is, or to /proc. What was opened is checked
 // again here (checkOpened, and its filesystem), and the mount goes through
 // the descriptor (fdPath), so no later swap changes it.
-func openSource(what, p, base string, writable bool) (*os.File, error) {
+func openSource(what, p, base string, writable, check bool) (*os.File, error) {
 	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", what, p, err)
 	}
 	f := os.NewFile(uintptr(fd), p)
 	real, err := os.Readlink(fdPath(f))
-	if err == nil {
+	if err == nil && check {
 		err = checkOpened(what, p, real, base, writable)
 	}
-	if err == nil {
+	if err == nil && check {
 		var st unix.Statfs_t
 		if err = unix.Fstatfs(fd, &st); err == nil && (st.Type == unix.PROC_SUPER_MAGIC || st.Type == unix.SYSFS_MAGIC) {
 			err = fmt.Errorf("%s %q is on a kernel pseudo filesystem", what, p)

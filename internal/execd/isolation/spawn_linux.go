@@ -146,9 +146,6 @@ func (m *Manager) probe() sandbox.IsolatedCapabilities {
 			Root: filepath.Join(dir, "root"), Scratch: filepath.Join(dir, "scratch"), Workspace: filepath.Join(dir, "ws"),
 			UID: uint32(os.Geteuid()), GID: uint32(os.Getegid()), Hostname: "isolated-probe",
 		}
-		// The probe's workspace is inside execd's isolation directory,
-		// which a session's may never be; its own scratch stands in.
-		spec.Base = spec.Scratch
 		for _, d := range []string{spec.Root, spec.Scratch, spec.Workspace} {
 			if err := os.Mkdir(d, 0o700); err != nil {
 				return err
