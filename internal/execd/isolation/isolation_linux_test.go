@@ -815,3 +815,37 @@ func TestFileBind(t *testing.T) {
 		t.Errorf("the writable file bind on the host: %q", b)
 	}
 }
+
+// TestWorkspaceCreatedWithoutLinks: a missing workspace is created as
+// root by execd. It is created along the path that was checked, and a
+// link met on the way (a directory swapped for one by whoever can write
+// its parent, after the check) stops it, so no directory appears where
+// the link points. A workspace below a link that was there when the
+// request was checked is created where the link leads.
+func TestWorkspaceCreatedWithoutLinks(t *testing.T) {
+	shared, elsewhere := t.TempDir(), t.TempDir()
+	// The checked path had shared/out as a directory; it is a link now.
+	if err := os.Symlink(elsewhere, filepath.Join(shared, "out")); err != nil {
+		t.Fatal(err)
+	}
+	err := mkdirChecked(filepath.Join(shared, "out", "ws"))
+	if err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("mkdirChecked through a link: %v, want it refused", err)
+	}
+	if _, err := os.Stat(filepath.Join(elsewhere, "ws")); err == nil {
+		t.Errorf("a directory was created where the link points")
+	}
+
+	h := newHarness(t, nil)
+	linked := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(elsewhere, linked); err != nil {
+		t.Fatal(err)
+	}
+	id := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: filepath.Join(linked, "a", "b")}})
+	if r := h.run(id, "pwd; echo hi > f"); r.exit != 0 {
+		t.Errorf("a workspace below a link: %+v", r)
+	}
+	if b, err := os.ReadFile(filepath.Join(elsewhere, "a", "b", "f")); err != nil || string(b) != "hi\n" {
+		t.Errorf("the workspace below a link is not where the link leads: %q %v", b, err)
+	}
+}

@@ -345,8 +345,13 @@ func (m *Manager) newSession(req *sandbox.CreateIsolatedSessionRequest, caps san
 		return nil, err
 	}
 	spec.Env = env
-	// Last, once the request is known to be good: the workspace may be new.
-	if err := os.MkdirAll(ws, 0o755); err != nil {
+	// Last, once the request is known to be good: the workspace may be
+	// new. It is made along the path as resolved and checked here.
+	real := resolveExisting(ws)
+	if err := checkOpened("workspace.path", ws, real, base, true); err != nil {
+		return nil, bad("%v", err)
+	}
+	if err := mkdirChecked(real); err != nil {
 		return nil, bad("workspace.path %q: %v", ws, err)
 	}
 	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
