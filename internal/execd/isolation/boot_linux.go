@@ -46,7 +46,7 @@ func Bootstrap() error {
 		return err
 	}
 	if !has {
-		return nil // a re-executed execd, already without it
+		return dropUnheld()
 	}
 	if err := os.MkdirAll(anchorDir, 0o555); err != nil {
 		return fmt.Errorf("isolation bootstrap: %w", err)
@@ -75,6 +75,35 @@ func Bootstrap() error {
 		return fmt.Errorf("isolation bootstrap: CAP_SYS_ADMIN is still held (%v)", err)
 	}
 	return nil
+}
+
+// dropUnheld handles an execd that does not hold CAP_SYS_ADMIN although
+// the runtime asked for the bootstrap: one that does not start as root
+// (the image's USER), or re-executed after the drop. The container still
+// has CAP_SYS_ADMIN in the bounding set of every process unless it was
+// dropped, and without no_new_privs a setuid-root or file-capability
+// binary would grant it for real: more than a sandbox without isolated
+// execution ever gets. Dropping it needs CAP_SETPCAP, which a non-root
+// execd lacks; then execd may run on only under no_new_privs (inherited by
+// every process it starts, and irrevocable), which makes the bounding set
+// unreachable. Sessions are unavailable to such an execd anyway.
+func dropUnheld() error {
+	in, err := unix.PrctlRetInt(unix.PR_CAPBSET_READ, unix.CAP_SYS_ADMIN, 0, 0, 0)
+	if err != nil {
+		return fmt.Errorf("isolation bootstrap: read the bounding set: %w", err)
+	}
+	if in == 0 {
+		return nil
+	}
+	if _, _, e := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_CAPBSET_DROP, unix.CAP_SYS_ADMIN, 0); e == 0 {
+		return nil
+	}
+	nnp, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
+	if err == nil && nnp == 1 {
+		return nil
+	}
+	return fmt.Errorf("isolation bootstrap: CAP_SYS_ADMIN is in the bounding set and execd (uid %d) cannot drop it, and no_new_privs is off: "+
+		"a setuid binary could hand it to any process; isolated execution needs execd to start as root, or no-new-privileges", os.Geteuid())
 }
 
 // hasCap reports whether the calling thread holds capability c in its

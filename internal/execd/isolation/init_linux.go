@@ -143,7 +143,13 @@ func buildRoot(spec *initSpec) error {
 		return strings.Count(binds[i].Dest, "/") < strings.Count(binds[j].Dest, "/")
 	})
 	for _, b := range binds {
-		if err := bindInto(root, b.Source, b.Dest, b.RO); err != nil {
+		f, err := openSource("bind source", b.Source, spec.Base, !b.RO, true)
+		if err != nil {
+			return err
+		}
+		err = bindInto(root, fdPath(f), b.Dest, b.RO)
+		f.Close()
+		if err != nil {
 			return err
 		}
 	}
@@ -185,32 +191,87 @@ func mountSystem(root, d string) error {
 }
 
 // bindInto bind-mounts src (with everything mounted below it) at root+dest,
-// read-only when ro; nosuid and nodev always.
+// read-only when ro; nosuid and nodev always. The copy of src is made and
+// restricted detached (open_tree, mount_setattr) and then attached onto
+// the mount point opened by mountPoint, so no path is looked up twice.
 func bindInto(root, src, dest string, ro bool) error {
 	fi, err := os.Stat(src)
 	if err != nil {
 		return fmt.Errorf("bind source %s: %w", src, err)
 	}
-	target := root + dest
-	if fi.IsDir() {
-		err = os.MkdirAll(target, 0o755)
-	} else {
-		err = touch(target)
-	}
+	target, err := mountPoint(root, dest, fi.IsDir())
 	if err != nil {
-		return fmt.Errorf("create mount point %s: %w", dest, err)
+		return err
 	}
-	if err := unix.Mount(src, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+	defer target.Close()
+	tree, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	if err != nil {
 		return fmt.Errorf("bind %s on %s: %w", src, dest, err)
 	}
+	defer unix.Close(tree)
 	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
 	if ro {
 		attr.Attr_set |= unix.MOUNT_ATTR_RDONLY
 	}
-	if err := unix.MountSetattr(unix.AT_FDCWD, target, unix.AT_RECURSIVE, attr); err != nil {
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
 		return fmt.Errorf("restrict the mount of %s: %w", dest, err)
 	}
+	if err := unix.MoveMount(tree, "", int(target.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("bind %s on %s: %w", src, dest, err)
+	}
 	return nil
+}
+
+// mountPoint creates dest below root when it is missing (a directory, or
+// an empty file when dir is false) and opens it, following no symbolic
+// link on the way: a destination inside the workspace or inside another
+// bind is in a directory that a session sharing it may write, and a link
+// there (relative, so resolving inside the new root) would carry the
+// mount elsewhere, onto the session's /etc for instance. Mounts met on the
+// way are entered, as a path lookup does.
+func mountPoint(root, dest string, dir bool) (*os.File, error) {
+	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open the session root: %w", err)
+	}
+	parts := strings.Split(strings.Trim(dest, "/"), "/")
+	for i, name := range parts {
+		last := i == len(parts)-1
+		switch {
+		case !last || dir:
+			err = unix.Mkdirat(fd, name, 0o755)
+		default:
+			var f int
+			f, err = unix.Openat(fd, name, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+			if err == nil {
+				unix.Close(f)
+			}
+		}
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			unix.Close(fd)
+			return nil, fmt.Errorf("create mount point %s: %w", dest, err)
+		}
+		next, err := unix.Openat(fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			return nil, fmt.Errorf("open mount point %s: %w", dest, err)
+		}
+		fd = next
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("mount point %s: %w", dest, err)
+		}
+		switch typ := st.Mode & unix.S_IFMT; {
+		case typ == unix.S_IFLNK:
+			unix.Close(fd)
+			return nil, fmt.Errorf("mount point %s: %s is a symbolic link", dest, "/"+strings.Join(parts[:i+1], "/"))
+		case (!last || dir) && typ != unix.S_IFDIR:
+			unix.Close(fd)
+			return nil, fmt.Errorf("mount point %s: %s is not a directory", dest, "/"+strings.Join(parts[:i+1], "/"))
+		}
+	}
+	return os.NewFile(uintptr(fd), root+dest), nil
 }
 
 func touch(p string) error {
@@ -291,11 +352,19 @@ func mountProc(root string) error {
 // private scratch (overlay), so that writes vanish with the session.
 func mountWorkspace(root string, spec *initSpec) error {
 	ws := spec.Workspace
+	// The probe's workspace is inside execd's private directory, which
+	// may be under /dev/shm or /run: only its mount is tried.
+	f, err := openSource("workspace", ws, spec.Base, true, !spec.Probe)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	src := fdPath(f)
 	switch spec.Mode {
 	case modeRW:
-		return bindInto(root, ws, ws, false)
+		return bindInto(root, src, ws, false)
 	case modeRO:
-		return bindInto(root, ws, ws, true)
+		return bindInto(root, src, ws, true)
 	}
 	if err := unix.Mount("tmpfs", spec.Scratch, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0700"); err != nil {
 		return fmt.Errorf("mount overlay scratch: %w", err)
@@ -308,20 +377,58 @@ func mountWorkspace(root string, spec *initSpec) error {
 	}
 	// The upper layer's root takes the workspace's owner and mode, so that
 	// a non-root session user may write where it could write before.
-	if fi, err := os.Stat(ws); err == nil {
+	if fi, err := os.Stat(src); err == nil {
 		st := fi.Sys().(*syscall.Stat_t)
 		os.Chown(upper, int(st.Uid), int(st.Gid))
 		os.Chmod(upper, fi.Mode().Perm())
 	}
-	target := root + ws
-	if err := os.MkdirAll(target, 0o755); err != nil {
+	target, err := mountPoint(root, ws, true)
+	if err != nil {
 		return err
 	}
-	opts := "lowerdir=" + ws + ",upperdir=" + upper + ",workdir=" + work + ",userxattr"
-	if err := unix.Mount("overlay", target, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+	defer target.Close()
+	opts := "lowerdir=" + src + ",upperdir=" + upper + ",workdir=" + work + ",userxattr"
+	if err := unix.Mount("overlay", fdPath(target), "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount overlay on %s: %w", ws, err)
 	}
 	return nil
+}
+
+// openSource opens p, a workspace or bind source the session asked for, to
+// mount what was opened rather than the path: the path was checked when
+// the session was asked for, but whoever can write one of its directories
+// (another session whose workspace holds it) may have swapped a component
+// for a symbolic link since — to execd's isolation directory, where every
+// session's server socket is, or to /proc. What was opened is checked
+// again here (checkOpened, and its filesystem), and the mount goes through
+// the descriptor (fdPath), so no later swap changes it.
+func openSource(what, p, base string, writable, check bool) (*os.File, error) {
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", what, p, err)
+	}
+	f := os.NewFile(uintptr(fd), p)
+	real, err := os.Readlink(fdPath(f))
+	if err == nil && check {
+		err = checkOpened(what, p, real, base, writable)
+	}
+	if err == nil && check {
+		var st unix.Statfs_t
+		if err = unix.Fstatfs(fd, &st); err == nil && (st.Type == unix.PROC_SUPER_MAGIC || st.Type == unix.SYSFS_MAGIC) {
+			err = fmt.Errorf("%s %q is on a kernel pseudo filesystem", what, p)
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// fdPath names the object f refers to: mounting from it mounts that object
+// whatever its path leads to now.
+func fdPath(f *os.File) string {
+	return "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
 }
 
 // loopbackUp sets lo up in the session's own network namespace.

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -537,5 +538,314 @@ func TestSetupTimeout(t *testing.T) {
 	ents, err := os.ReadDir(h.m.base)
 	if err != nil || len(ents) != 0 {
 		t.Errorf("isolation scratch after the failed create: %v %v", ents, err)
+	}
+}
+
+// TestNoChrootEscape: the session's root is a mount moved over the
+// sandbox's / (no pivot_root), so the sandbox's tree lies beneath it. A
+// process that may chroot (a balanced root session holds CAP_SYS_CHROOT;
+// any session gets every capability in a user namespace of its own) could
+// chroot into a subdirectory while its working directory stays at /, walk
+// ".." past the session's root into the sandbox's and chroot there: the
+// classic chroot escape. No session may chroot at all.
+func TestNoChrootEscape(t *testing.T) {
+	if goruntime.GOARCH != "amd64" {
+		t.Skip("the test calls unshare by its x86_64 number")
+	}
+	h := newHarness(t, nil)
+	outside := t.TempDir()
+	marker := filepath.Join(outside, "outside-marker")
+	if err := os.WriteFile(marker, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// %s: unshare(CLONE_NEWUSER) in the same process (x86_64), which then
+	// holds every capability in the new namespace until it execs.
+	escape := `cd / && mkdir -p /tmp/jail && perl -e '%s chroot("/tmp/jail") or die "chroot: $!\n"; chdir("..") for 1..64; chroot(".") or die "chroot back: $!\n"; opendir(D, "/"); print join(" ", readdir(D)), "\n"; print -e "` + marker + `" ? "ESCAPED\n" : "contained\n"'`
+	for _, tc := range []struct {
+		name    string
+		profile string
+		wrap    string
+	}{
+		{"balanced root, CAP_SYS_CHROOT", sandbox.IsolationBalanced, ""},
+		{"strict, nested user namespace", sandbox.IsolationStrict, `syscall(272, 0x10000000) == 0 or die "unshare: $!\n";`},
+		{"balanced, nested user namespace", sandbox.IsolationBalanced, `syscall(272, 0x10000000) == 0 or die "unshare: $!\n";`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: t.TempDir()}, Profile: tc.profile})
+			r := h.run(id, fmt.Sprintf(escape, tc.wrap))
+			if strings.Contains(r.stdout, "ESCAPED") {
+				t.Fatalf("a session left its root and reached the sandbox's files: %+v", r)
+			}
+			if testing.Verbose() {
+				t.Logf("%+v", r)
+			}
+		})
+	}
+}
+
+// TestSourceSwappedAfterCheck: a bind source or a workspace is checked
+// when the session is asked for, but mounted later by its init, following
+// symbolic links. Code that can write the parent directory (another
+// session whose workspace holds it) may swap the checked directory for a
+// link in between, to the private isolation directory (every session's
+// server socket) or to /proc. The init must mount what it checked.
+func TestSourceSwappedAfterCheck(t *testing.T) {
+	h := newHarness(t, nil)
+	caps := h.m.capabilities()
+	for _, tc := range []struct {
+		name   string
+		target string
+		bind   bool
+	}{
+		{"bind to the isolation directory", h.m.base, true},
+		{"bind to /proc", "/proc", true},
+		{"workspace to the isolation directory", h.m.base, false},
+		{"workspace to /proc", "/proc", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			shared := t.TempDir() // writable by a session that has it
+			src := filepath.Join(shared, "out")
+			if err := os.Mkdir(src, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			req := sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: t.TempDir()}}
+			if tc.bind {
+				req.Binds = []sandbox.IsolatedBind{{Source: src, Dest: "/mnt/out", ReadOnly: true}}
+			} else {
+				req.Workspace.Path = src
+			}
+			s, err := h.m.newSession(&req, caps)
+			if err != nil {
+				t.Fatalf("newSession: %v", err)
+			}
+			// The swap, between the check and the mount.
+			if err := os.Remove(src); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(tc.target, src); err != nil {
+				t.Fatal(err)
+			}
+			err = h.m.launch(context.Background(), s)
+			if err == nil {
+				t.Cleanup(func() { h.m.end(s); <-s.exited })
+				dest := "/mnt/out"
+				if !tc.bind {
+					dest = src
+				}
+				r := h.run(s.id, "ls -a "+dest+" | head -20")
+				t.Fatalf("the session was built on the swapped source %s: it sees %q", tc.target, r.stdout)
+			}
+			if !strings.Contains(err.Error(), "may not mount") && !strings.Contains(err.Error(), "isolation directory") && !strings.Contains(err.Error(), "pseudo filesystem") {
+				t.Errorf("launch refused the swapped source for another reason: %v", err)
+			}
+		})
+	}
+}
+
+// TestMountPointIsNoLink: a bind's destination inside the workspace (or
+// inside another bind) is a path in a directory that a session sharing it
+// may write. A symbolic link there, relative so that it resolves inside
+// the new root, must not carry the bind onto the session's /etc (where a
+// writable source would give the session files such as ld.so.preload
+// chosen by the other session).
+func TestMountPointIsNoLink(t *testing.T) {
+	h := newHarness(t, nil)
+	ws := t.TempDir()
+	evil := t.TempDir()
+	if err := os.WriteFile(filepath.Join(evil, "planted"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	up := strings.Repeat("../", strings.Count(ws, "/"))
+	if err := os.Symlink(up+"etc", filepath.Join(ws, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	code, body := h.do(http.MethodPost, "/v1/isolated/session", sandbox.CreateIsolatedSessionRequest{
+		Workspace: sandbox.IsolatedWorkspace{Path: ws},
+		Binds:     []sandbox.IsolatedBind{{Source: evil, Dest: filepath.Join(ws, "sub")}},
+	})
+	if code == http.StatusCreated {
+		var info sandbox.IsolatedSessionInfo
+		json.Unmarshal(body, &info)
+		t.Cleanup(func() { h.do(http.MethodDelete, "/v1/isolated/session/"+info.SessionID, nil) })
+		r := h.run(info.SessionID, "ls /etc/planted 2>/dev/null && echo LANDED; ls /etc/passwd; ls -la "+ws)
+		t.Logf("%+v", r)
+		if strings.Contains(r.stdout, "LANDED") || !strings.Contains(r.stdout, "/etc/passwd") {
+			t.Fatalf("the bind followed the link at its destination onto the session's /etc: %+v", r)
+		}
+		return
+	}
+	t.Logf("create: %d %s", code, body)
+	if !strings.Contains(string(body), "symbolic link") {
+		t.Errorf("create: %d %s; want the link at the destination named", code, body)
+	}
+}
+
+// TestFilesProxyKeepsCredentials: the file endpoints of a session are
+// passed to its in-session server, which runs with the session's identity
+// (the session's code may read its memory, or accept on its socket). The
+// request reaches execd with execd's access token (the lifecycle server's
+// proxy adds it) and maybe other credentials: none of them may reach the
+// session, or its code would own execd, and through it the sandbox.
+func TestFilesProxyKeepsCredentials(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan http.Header, 1)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+		w.WriteHeader(http.StatusNoContent)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	tr, proxy := sessionProxy("sid", sock)
+	defer tr.CloseIdleConnections()
+	req := httptest.NewRequest(http.MethodGet, "/v1/isolated/session/sid/files/download?path=/w/f", nil)
+	for k, v := range map[string]string{
+		sandbox.AccessTokenHeader: "execd-secret", sandbox.APIKeyHeader: "api-secret", "Authorization": "Bearer x",
+		"Cookie": "c=1", "Proxy-Authorization": "Basic y", "Range": "bytes=0-1", "If-Range": "Wed, 21 Oct 2015 07:28:00 GMT",
+	} {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	proxy.ServeHTTP(rec, req)
+	if rec.Code != http.StatusNoContent {
+		t.Fatalf("proxy answered %d %s", rec.Code, rec.Body)
+	}
+	h := <-got
+	for _, k := range []string{sandbox.AccessTokenHeader, sandbox.APIKeyHeader, "Authorization", "Cookie", "Proxy-Authorization"} {
+		if v := h.Get(k); v != "" {
+			t.Errorf("the session's server got %s: %q", k, v)
+		}
+	}
+	if h.Get("Range") != "bytes=0-1" || h.Get("If-Range") == "" {
+		t.Errorf("the headers the file API needs were lost: %v", h)
+	}
+}
+
+// TestSessionCodeHoldsNoServerSocket: the session's code must not inherit
+// the listening socket of its in-session server, or it could accept the
+// requests execd sends to the server and answer them itself.
+func TestSessionCodeHoldsNoServerSocket(t *testing.T) {
+	h := newHarness(t, nil)
+	id := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: t.TempDir()}})
+	r := h.run(id, "for f in /proc/$$/fd/*; do echo \"$f $(readlink $f)\"; done")
+	if r.exit != 0 || !strings.Contains(r.stdout, "/fd/0") {
+		t.Fatalf("listing the shell's descriptors: %+v", r)
+	}
+	if strings.Contains(r.stdout, "socket:") {
+		t.Errorf("the session's shell holds a socket: %s", r.stdout)
+	}
+}
+
+// TestScratchOutsideSessionViews: execd's isolation directory holds every
+// session's server socket, and a socket can be connected to through a
+// read-only mount. It must not be inside the system directories that
+// sessions see, even when TMPDIR (the sandbox's environment, set by the
+// client) points there.
+func TestScratchOutsideSessionViews(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	opt, err := os.MkdirTemp("/opt", "isolation-test-")
+	if err != nil {
+		t.Skipf("no writable /opt: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(opt) })
+	ws := t.TempDir()
+	t.Setenv("TMPDIR", opt)
+	m := New(Options{Exe: helperExe, Env: procenv.Builder{Base: []string{"PATH=/usr/bin:/bin"}}})
+	caps := m.capabilities()
+	m.Close(context.Background())
+	if !caps.Available {
+		t.Fatalf("isolation unavailable with TMPDIR=%s: %s", opt, caps.Message)
+	}
+	h := newHarness(t, nil)
+	for _, d := range append(append([]string(nil), systemDirs...), balancedDirs...) {
+		if within(h.m.base, d) {
+			t.Fatalf("the isolation directory %s is inside %s, which sessions see", h.m.base, d)
+		}
+	}
+	id := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: ws}, Profile: sandbox.IsolationBalanced})
+	if r := h.run(id, "ls "+opt); strings.Contains(r.stdout, "execd-isolation") {
+		t.Errorf("a balanced session sees the isolation directory: %+v", r)
+	}
+}
+
+// TestServerNotTraceable: the session's code runs with the identity of its
+// in-session server, which holds execd's stderr (the sandbox's log stream)
+// and sees every request execd passes on. The code must not ptrace it nor
+// reach its descriptors or memory through /proc.
+func TestServerNotTraceable(t *testing.T) {
+	h := newHarness(t, nil)
+	id := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: t.TempDir()}})
+	r := h.run(id, `for p in /proc/[0-9]*; do [ "$(tr '\0' ' ' < $p/cmdline)" = "execd-isolated-serve " ] && srv=${p#/proc/}; done; echo "server $srv"; `+
+		`readlink /proc/$srv/fd/2 >/dev/null 2>&1 && echo FDS; head -c1 /proc/$srv/environ >/dev/null 2>&1 && echo ENVIRON; echo forged >> /proc/$srv/fd/2 2>/dev/null && echo WROTE`)
+	if !strings.Contains(r.stdout, "server ") || strings.Contains(r.stdout, "server \n") {
+		t.Fatalf("the server process was not found: %+v", r)
+	}
+	for _, bad := range []string{"FDS", "ENVIRON", "WROTE"} {
+		if strings.Contains(r.stdout, bad) {
+			t.Errorf("the session's code reaches its server: %s (%+v)", bad, r)
+		}
+	}
+}
+
+// TestFileBind: a bind whose source is a file gets a file mount point,
+// read-only or writable as asked, at a new path or over one that exists
+// in a read-only system directory (a directory bind too).
+func TestFileBind(t *testing.T) {
+	h := newHarness(t, nil)
+	dir := t.TempDir()
+	ro, rw := filepath.Join(dir, "ro.txt"), filepath.Join(dir, "rw.txt")
+	os.WriteFile(ro, []byte("ro\n"), 0o644)
+	os.WriteFile(rw, []byte("rw\n"), 0o644)
+	id := h.create(sandbox.CreateIsolatedSessionRequest{
+		Workspace: sandbox.IsolatedWorkspace{Path: t.TempDir()},
+		Binds: []sandbox.IsolatedBind{{Source: ro, Dest: "/mnt/files/ro.txt", ReadOnly: true}, {Source: rw, Dest: "/mnt/files/rw.txt"},
+			// Over a file that exists in a read-only system directory.
+			{Source: ro, Dest: "/etc/hostname", ReadOnly: true}, {Source: dir, Dest: "/usr/share", ReadOnly: true}},
+	})
+	r := h.run(id, "cat /mnt/files/ro.txt /mnt/files/rw.txt; cat /etc/hostname; ls /usr/share/ro.txt; echo x >> /mnt/files/ro.txt 2>/dev/null && echo WROTE-RO; echo more >> /mnt/files/rw.txt && echo wrote-rw")
+	if r.stdout != "ro\nrw\nro\n/usr/share/ro.txt\nwrote-rw\n" {
+		t.Errorf("file binds: %+v", r)
+	}
+	if b, _ := os.ReadFile(rw); string(b) != "rw\nmore\n" {
+		t.Errorf("the writable file bind on the host: %q", b)
+	}
+}
+
+// TestWorkspaceCreatedWithoutLinks: a missing workspace is created as
+// root by execd. It is created along the path that was checked, and a
+// link met on the way (a directory swapped for one by whoever can write
+// its parent, after the check) stops it, so no directory appears where
+// the link points. A workspace below a link that was there when the
+// request was checked is created where the link leads.
+func TestWorkspaceCreatedWithoutLinks(t *testing.T) {
+	shared, elsewhere := t.TempDir(), t.TempDir()
+	// The checked path had shared/out as a directory; it is a link now.
+	if err := os.Symlink(elsewhere, filepath.Join(shared, "out")); err != nil {
+		t.Fatal(err)
+	}
+	err := mkdirChecked(filepath.Join(shared, "out", "ws"))
+	if err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("mkdirChecked through a link: %v, want it refused", err)
+	}
+	if _, err := os.Stat(filepath.Join(elsewhere, "ws")); err == nil {
+		t.Errorf("a directory was created where the link points")
+	}
+
+	h := newHarness(t, nil)
+	linked := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(elsewhere, linked); err != nil {
+		t.Fatal(err)
+	}
+	id := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: filepath.Join(linked, "a", "b")}})
+	if r := h.run(id, "pwd; echo hi > f"); r.exit != 0 {
+		t.Errorf("a workspace below a link: %+v", r)
+	}
+	if b, err := os.ReadFile(filepath.Join(elsewhere, "a", "b", "f")); err != nil || string(b) != "hi\n" {
+		t.Errorf("the workspace below a link is not where the link leads: %q %v", b, err)
 	}
 }

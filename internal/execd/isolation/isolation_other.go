@@ -30,3 +30,5 @@ func (m *Manager) probe() sandbox.IsolatedCapabilities {
 }
 
 func pseudoFS(p string) bool { return false }
+
+func mkdirChecked(real string) error { return errors.New("isolated execution needs Linux") }

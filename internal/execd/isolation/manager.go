@@ -169,10 +169,49 @@ func (m *Manager) capabilities() sandbox.IsolatedCapabilities {
 // scratch is the private directory holding each session's mount staging
 // directories and server socket.
 func (m *Manager) scratch() (string, error) {
-	m.baseOnce.Do(func() {
-		m.base, m.baseErr = procenv.MkdirScratch("execd-isolation-")
-	})
+	m.baseOnce.Do(func() { m.base, m.baseErr = mkdirBase() })
 	return m.base, m.baseErr
+}
+
+// baseCandidates are where execd's isolation directory may go, in order of
+// preference.
+var baseCandidates = []string{"/tmp", "/var/tmp", "/dev/shm", "/run"}
+
+// mkdirBase creates execd's private isolation directory. It holds every
+// session's server socket, which can be connected to even through a
+// read-only mount, so it must not be inside a directory that sessions see
+// (systemDirs, balancedDirs), wherever TMPDIR (the sandbox's environment,
+// set by the client) or a link in the image points: such candidates are
+// passed over.
+func mkdirBase() (string, error) {
+	var firstErr error
+	for _, d := range append([]string{os.TempDir()}, baseCandidates...) {
+		real, err := filepath.EvalSymlinks(d)
+		if err == nil && sessionVisible(real) {
+			err = fmt.Errorf("%s is %s, which isolated sessions see", d, real)
+		}
+		if err == nil {
+			var dir string
+			if dir, err = os.MkdirTemp(real, "execd-isolation-"); err == nil {
+				return dir, nil
+			}
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	return "", fmt.Errorf("no place for the isolation directory outside what sessions see: %w", firstErr)
+}
+
+// sessionVisible reports whether the resolved path p is inside a directory
+// that sessions get mounted.
+func sessionVisible(p string) bool {
+	for _, d := range append(append([]string(nil), systemDirs...), balancedDirs...) {
+		if within(p, d) {
+			return true
+		}
+	}
+	return false
 }
 
 // Create handles POST /v1/isolated/session.
@@ -306,14 +345,20 @@ func (m *Manager) newSession(req *sandbox.CreateIsolatedSessionRequest, caps san
 		return nil, err
 	}
 	spec.Env = env
-	// Last, once the request is known to be good: the workspace may be new.
-	if err := os.MkdirAll(ws, 0o755); err != nil {
+	// Last, once the request is known to be good: the workspace may be
+	// new. It is made along the path as resolved and checked here.
+	real := resolveExisting(ws)
+	if err := checkOpened("workspace.path", ws, real, base, true); err != nil {
+		return nil, bad("%v", err)
+	}
+	if err := mkdirChecked(real); err != nil {
 		return nil, bad("workspace.path %q: %v", ws, err)
 	}
 	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
 		return nil, bad("workspace.path %q is not a directory", ws)
 	}
 	spec.Hostname = "isolated-" + id[len(id)-8:]
+	spec.Base = base
 	spec.Root = filepath.Join(base, id, "root")
 	spec.Scratch = filepath.Join(base, id, "scratch")
 
@@ -422,27 +467,9 @@ func (m *Manager) launch(ctx context.Context, s *session) error {
 		return apierror.Wrap(err, http.StatusInternalServerError, apierror.CodeRuntimeError, "start isolated session: %v", err)
 	}
 	s.cmd = cmd
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		},
-		DisableCompression:  true,
-		MaxIdleConnsPerHost: 8,
-	}
+	tr, proxy := sessionProxy(s.id, sock)
 	s.client = &http.Client{Transport: tr}
-	s.proxy = &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", "session", "session"
-			pr.Out.URL.Path = strings.TrimPrefix(pr.In.URL.Path, "/v1/isolated/session/"+s.id)
-			pr.Out.URL.RawPath = ""
-		},
-		Transport:     tr,
-		FlushInterval: -1,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			apierror.Write(w, r, apierror.Wrap(err, http.StatusBadGateway, apierror.CodeBadGateway, "isolated session %s did not answer", s.id))
-		},
-	}
+	s.proxy = proxy
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -469,6 +496,46 @@ func (m *Manager) launch(ctx context.Context, s *session) error {
 		close(s.exited)
 	}()
 	return nil
+}
+
+// proxiedHeaders are the only request headers the session's file
+// endpoints pass to its server: what the file API reads. Everything else
+// stays out, above all execd's access token (which the lifecycle server's
+// proxy adds to every request) and any other credential: the server runs
+// with the session's identity, where the session's code can read it.
+var proxiedHeaders = []string{"Content-Type", "Content-Length", "Range", "If-Range", "Accept"}
+
+// sessionProxy returns the transport to the session server listening on
+// sock and the reverse proxy of its file endpoints.
+func sessionProxy(id, sock string) (*http.Transport, *httputil.ReverseProxy) {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 8,
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = "http", "session", "session"
+			pr.Out.URL.Path = strings.TrimPrefix(pr.In.URL.Path, "/v1/isolated/session/"+id)
+			pr.Out.URL.RawPath = ""
+			h := http.Header{}
+			for _, k := range proxiedHeaders {
+				if v, ok := pr.Out.Header[k]; ok {
+					h[k] = v
+				}
+			}
+			pr.Out.Header = h
+		},
+		Transport:     tr,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			apierror.Write(w, r, apierror.Wrap(err, http.StatusBadGateway, apierror.CodeBadGateway, "isolated session %s did not answer", id))
+		},
+	}
+	return tr, proxy
 }
 
 // List handles GET /v1/isolated/sessions.

@@ -3,11 +3,14 @@
 package isolation
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/opensandbox-go/opensandbox/internal/execd/command"
 	"github.com/opensandbox-go/opensandbox/internal/execd/files"
@@ -19,10 +22,23 @@ import (
 // with the session's identity and seeing only the session's filesystem.
 // execd proxies the session's /run and file endpoints to it.
 func runServe() int {
+	// The session's code runs with this process's identity: without
+	// this it could ptrace it, read its memory (the requests execd passes
+	// on) and use its descriptors through /proc (execd's stderr, the
+	// sandbox's log stream). Commands it starts are dumpable again.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "isolated session: not dumpable:", err)
+		return 1
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ws := os.Getenv(wsEnv)
 	os.Unsetenv(wsEnv)
-	ln, err := net.FileListener(os.NewFile(fdListener, "listener"))
+	// FileListener keeps a close-on-exec duplicate; the inherited
+	// descriptor goes, or every command of the session would hold the
+	// socket and could accept execd's requests in the server's place.
+	lf := os.NewFile(fdListener, "listener")
+	ln, err := net.FileListener(lf)
+	lf.Close()
 	if err != nil {
 		log.Error("isolated session: listener", "err", err)
 		return 1

@@ -205,3 +205,45 @@ func pseudoFS(p string) bool {
 	}
 	return st.Type == unix.PROC_SUPER_MAGIC || st.Type == unix.SYSFS_MAGIC
 }
+
+// mkdirChecked creates the directory real, a path whose symbolic links were
+// resolved when it was checked, and its missing parents, like os.MkdirAll
+// but one component at a time through descriptors and following no link:
+// a component swapped for a link since (by whoever can write its parent,
+// such as a session sharing it) stops it, so that execd, as root, never
+// creates a directory where such a link points.
+func mkdirChecked(real string) error {
+	fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	walked := ""
+	for _, name := range strings.Split(strings.Trim(real, "/"), "/") {
+		walked += "/" + name
+		if err := unix.Mkdirat(fd, name, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+			unix.Close(fd)
+			return fmt.Errorf("create %s: %w", walked, err)
+		}
+		next, err := unix.Openat(fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("open %s: %w", walked, err)
+		}
+		fd = next
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return err
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+		case unix.S_IFLNK:
+			unix.Close(fd)
+			return fmt.Errorf("%s is a symbolic link now", walked)
+		default:
+			unix.Close(fd)
+			return fmt.Errorf("%s is not a directory", walked)
+		}
+	}
+	return unix.Close(fd)
+}

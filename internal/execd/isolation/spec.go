@@ -12,6 +12,7 @@ import (
 type initSpec struct {
 	ID        string   `json:"id"`
 	Profile   string   `json:"profile"`
+	Base      string   `json:"base"`    // execd's private isolation directory, never mounted into a session
 	Root      string   `json:"root"`    // empty directory the new root is built on
 	Scratch   string   `json:"scratch"` // empty directory for the overlay's upper layer
 	Workspace string   `json:"workspace"`
@@ -99,6 +100,29 @@ func checkSource(what, p, base string) error {
 	}
 	if pseudoFS(existing) {
 		return fmt.Errorf("%s %q is on a kernel pseudo filesystem", what, p)
+	}
+	return nil
+}
+
+// checkOpened checks real, the path the kernel gives for the directory or
+// file the session's init opened to mount as p, with the rules of
+// checkSource and, when writable, of checkPrivate. real has no symbolic
+// link left to resolve: it is what will be mounted.
+func checkOpened(what, p, real, base string, writable bool) error {
+	for _, r := range reservedSources {
+		if within(real, r) {
+			return fmt.Errorf("%s %q is %s, inside %s, which a session may not mount", what, p, real, r)
+		}
+	}
+	if within(real, base) || within(base, real) {
+		return fmt.Errorf("%s %q is %s, which overlaps execd's private isolation directory", what, p, real)
+	}
+	if writable {
+		for _, d := range append(append([]string(nil), systemDirs...), balancedDirs...) {
+			if within(real, d) {
+				return fmt.Errorf("%s %q is %s, inside %s, which every session sees read-only", what, p, real, d)
+			}
+		}
 	}
 	return nil
 }
