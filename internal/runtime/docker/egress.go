@@ -326,6 +326,9 @@ func (r *Runtime) copyFileOut(ctx context.Context, containerID, p string) ([]byt
 // removeSidecar force-removes the sidecar of sandbox id, if any.
 func (r *Runtime) removeSidecar(ctx context.Context, id string) error {
 	err := r.cli.ContainerRemove(ctx, sidecarName(id), container.RemoveOptions{Force: true})
+	if removalInProgress(err) {
+		err = r.waitRemoved(ctx, sidecarName(id))
+	}
 	if err != nil && classOf(err) != runtime.ErrNotFound {
 		return engineErr(err, "docker: sandbox %s: remove egress sidecar", id)
 	}

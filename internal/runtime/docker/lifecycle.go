@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
@@ -30,6 +32,12 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 	if found {
 		volumes = newLabelView(c.Config.Labels).managedVolumes()
 		err := r.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		if removalInProgress(err) {
+			// Another server sharing this engine (an expiry it found at
+			// start, say) is removing it: the sandbox is going either way,
+			// so wait for that instead of calling it a conflict.
+			err = r.waitRemoved(ctx, c.ID)
+		}
 		if err != nil && classOf(err) != runtime.ErrNotFound {
 			return engineErr(err, "docker: delete sandbox %s", id)
 		}
@@ -48,6 +56,28 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 		return inspectErr
 	}
 	return r.removeVolumes(ctx, id, volumes)
+}
+
+// removalInProgress reports the engine's refusal to remove a container
+// that another caller is already removing (409).
+func removalInProgress(err error) bool {
+	return err != nil && cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress")
+}
+
+// waitRemoved waits until container id is gone.
+func (r *Runtime) waitRemoved(ctx context.Context, id string) error {
+	waitC, errC := r.cli.ContainerWait(ctx, id, container.WaitConditionRemoved)
+	select {
+	case <-waitC:
+		return nil
+	case err := <-errC:
+		if classOf(err) == runtime.ErrNotFound {
+			return nil // gone before the wait began
+		}
+		return engineErr(err, "docker: wait for the removal of %s", id)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Pause freezes every process of the sandbox.

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +104,33 @@ func TestExitedSandboxState(t *testing.T) {
 		wantClass(t, "Pause of an exited sandbox", r.Pause(ctx, spec.ID), runtime.ErrConflict)
 		if err := r.Delete(ctx, spec.ID); err != nil {
 			t.Errorf("Delete of an exited sandbox: %v", err)
+		}
+	}
+}
+
+// TestConcurrentDelete: servers sharing an engine may delete the same
+// sandbox at once (each expires what it finds at start). The engine
+// refuses the second removal as "already in progress"; Delete must wait
+// for it and succeed (or find the sandbox gone), never fail.
+func TestConcurrentDelete(t *testing.T) {
+	t.Parallel()
+	r := newTestRuntime(t, nil)
+	ctx := testCtx(t)
+	for round := range 3 {
+		spec := baseSpec(t)
+		mustCreate(t, r, spec)
+		const n = 4
+		errs := make(chan error, n)
+		for range n {
+			go func() { errs <- r.Delete(ctx, spec.ID) }()
+		}
+		for range n {
+			if err := <-errs; err != nil && !errors.Is(err, runtime.ErrNotFound) {
+				t.Errorf("round %d: concurrent Delete = %v; want nil or not found", round, err)
+			}
+		}
+		if containerExists(containerName(spec.ID)) {
+			t.Errorf("round %d: container survived the deletes", round)
 		}
 	}
 }
