@@ -399,6 +399,14 @@ func TestProxyCutStreamIsLogged(t *testing.T) {
 	if logs := p.logs.String(); !strings.Contains(logs, `msg="request aborted"`) || !strings.Contains(logs, "/proxy/8080/stream") {
 		t.Errorf("server log has no line for the aborted request:\n%s", logs)
 	}
+	// The proxy says how the upstream connection was used, so a cut seen
+	// once in a long run can be told apart: a request that failed to be
+	// sent (the transport then closes the connection under the reply)
+	// from a connection the sandbox dropped.
+	if logs := p.logs.String(); !strings.Contains(logs, `msg="proxied reply cut"`) || !strings.Contains(logs, "request_sent=true") ||
+		!strings.Contains(logs, "conn_reused=false") {
+		t.Errorf("server log does not describe the cut upstream connection:\n%s", logs)
+	}
 }
 
 // rawExchange sends raw bytes to the server at url and reads until the
