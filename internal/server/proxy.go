@@ -185,7 +185,11 @@ func (u *upstreamTrace) logAbort(log *slog.Logger, r *http.Request) {
 			attrs = append(attrs, slog.String("request_send_error", u.writeErr.Error()))
 		}
 		u.mu.Unlock()
-		log.LogAttrs(r.Context(), slog.LevelWarn, "proxied reply cut", attrs...)
+		level := slog.LevelWarn
+		if r.Context().Err() != nil {
+			level = slog.LevelDebug // the client went away first
+		}
+		log.LogAttrs(r.Context(), level, "proxied reply cut", attrs...)
 	}
 	panic(v)
 }
