@@ -6,10 +6,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/apierror"
@@ -124,8 +126,72 @@ func (p *sandboxProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// reply is cut short.
 	r, done := httpmw.FullDuplex(w, r)
 	t.in = r
-	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(ctx, targetKey{}, t)))
+	up := &upstreamTrace{}
+	ctx = httptrace.WithClientTrace(context.WithValue(ctx, targetKey{}, t), up.trace())
+	func() {
+		defer up.logAbort(s.reqLog(r), r)
+		p.rp.ServeHTTP(w, r.WithContext(ctx))
+	}()
 	done()
+}
+
+// upstreamTrace records how one proxied request used its connection to
+// the sandbox, so a reply cut midway (ReverseProxy aborts the handler)
+// is logged with what explains it: whether the request was fully sent
+// (a failed send makes the transport close the connection under the
+// reply) and whether the connection was a reused idle one.
+type upstreamTrace struct {
+	mu       sync.Mutex
+	reused   bool
+	wasIdle  bool
+	idleTime time.Duration
+	wrote    bool
+	writeErr error
+}
+
+func (u *upstreamTrace) trace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			u.mu.Lock()
+			u.reused, u.wasIdle, u.idleTime = info.Reused, info.WasIdle, info.IdleTime
+			u.mu.Unlock()
+		},
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			u.mu.Lock()
+			u.wrote, u.writeErr = true, info.Err
+			u.mu.Unlock()
+		},
+	}
+}
+
+// logAbort, deferred, logs the connection's story when the proxy aborts
+// the reply, then lets the abort go on.
+func (u *upstreamTrace) logAbort(log *slog.Logger, r *http.Request) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler {
+		u.mu.Lock()
+		attrs := []slog.Attr{
+			slog.String("path", r.URL.Path),
+			slog.Bool("client_gone", r.Context().Err() != nil),
+			slog.Bool("conn_reused", u.reused),
+			slog.Bool("conn_was_idle", u.wasIdle),
+			slog.Duration("conn_idle_time", u.idleTime),
+			slog.Bool("request_sent", u.wrote && u.writeErr == nil),
+		}
+		if u.writeErr != nil {
+			attrs = append(attrs, slog.String("request_send_error", u.writeErr.Error()))
+		}
+		u.mu.Unlock()
+		level := slog.LevelWarn
+		if r.Context().Err() != nil {
+			level = slog.LevelDebug // the client went away first
+		}
+		log.LogAttrs(r.Context(), level, "proxied reply cut", attrs...)
+	}
+	panic(v)
 }
 
 func (p *sandboxProxy) rewrite(pr *httputil.ProxyRequest) {

@@ -399,6 +399,61 @@ func TestProxyCutStreamIsLogged(t *testing.T) {
 	if logs := p.logs.String(); !strings.Contains(logs, `msg="request aborted"`) || !strings.Contains(logs, "/proxy/8080/stream") {
 		t.Errorf("server log has no line for the aborted request:\n%s", logs)
 	}
+	// The proxy says how the upstream connection was used, so a cut seen
+	// once in a long run can be told apart: a request that failed to be
+	// sent (the transport then closes the connection under the reply)
+	// from a connection the sandbox dropped.
+	if logs := p.logs.String(); !strings.Contains(logs, `msg="proxied reply cut"`) || !strings.Contains(logs, "request_sent=true") ||
+		!strings.Contains(logs, "conn_reused=false") {
+		t.Errorf("server log does not describe the cut upstream connection:\n%s", logs)
+	}
+}
+
+// TestProxyCutBySendFailureIsLogged: when relaying the request body
+// fails while the sandbox is already streaming its reply, the transport
+// closes the upstream connection under the reply ("use of closed network
+// connection" on the read side). The log must name the failed send, as
+// that is what tells this cut from one by the sandbox.
+func TestProxyCutBySendFailureIsLogged(t *testing.T) {
+	p := newProxyEnv(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.NewResponseController(w).EnableFullDuplex()
+		io.WriteString(w, "first\n")
+		w.(http.Flusher).Flush()
+		// Keep streaming until the proxy drops the connection.
+		for range 100 {
+			time.Sleep(20 * time.Millisecond)
+			if _, err := io.WriteString(w, "more\n"); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+		}
+	}))
+	c, err := net.Dial("tcp", strings.TrimPrefix(p.http.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "POST /sandboxes/sb1/proxy/8080/s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+	br := bufio.NewReader(c)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the reply before the bad chunk: %v", err)
+		}
+		if line == "first\n" {
+			break
+		}
+	}
+	io.WriteString(c, "ZZ\r\n") // not a chunk size: relaying the body fails
+	if _, err := io.ReadAll(br); err != nil {
+		t.Fatalf("the proxy did not end the connection: %v", err)
+	}
+	logs := p.logs.String()
+	if !strings.Contains(logs, `msg="proxied reply cut"`) || !strings.Contains(logs, "request_sent=false") ||
+		!strings.Contains(logs, `request_send_error="invalid byte in chunk length"`) {
+		t.Errorf("server log does not name the failed send:\n%s", logs)
+	}
 }
 
 // rawExchange sends raw bytes to the server at url and reads until the

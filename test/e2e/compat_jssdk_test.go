@@ -59,6 +59,18 @@ func TestCompatJSSDK(t *testing.T) {
 		// that transport flake from an incompatibility, which fails both
 		// runs; the first failure stays in the log.
 		t.Logf("node compat.mjs failed once, running it again: %v\n%s", err, out)
+		// The server log goes with the test's temporary directory; keep
+		// its warnings (a cut proxied reply says how its upstream
+		// connection was used) for finding the cause.
+		if b, rerr := os.ReadFile(s.logPath); rerr == nil {
+			var warn []string
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") || strings.Contains(line, "ReverseProxy") {
+					warn = append(warn, line)
+				}
+			}
+			t.Logf("server warnings before the rerun:\n%s", strings.Join(warn, "\n"))
+		}
 		retryID := runID + "-retry"
 		t.Cleanup(func() { deleteByMetadata(t, s, "compat", retryID) })
 		out, err = run(retryID)
