@@ -129,7 +129,7 @@ func newPlainEnv(t *testing.T, bindings []vault.CredentialBinding) *plainEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Config{
+	e.proxyAddr, _ = startPlainProxy(t, Config{
 		CA:          ca,
 		Injector:    store,
 		OriginalDst: func(net.Conn) (string, int) { return "127.0.0.2", e.port },
@@ -146,23 +146,6 @@ func newPlainEnv(t *testing.T, bindings []vault.CredentialBinding) *plainEnv {
 			return nil, errors.New("no such host")
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- p.ServePlain(ctx, pln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("ServePlain() = %v, want nil after cancel", err)
-		}
-	})
-	e.proxyAddr = pln.Addr().String()
 	tr := &http.Transport{
 		DisableCompression: true,
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
@@ -467,20 +450,9 @@ func TestPlainServerSpeaksFirst(t *testing.T) {
 		{Name: "p", Source: vault.CredentialSource{Type: vault.SourceInline, Value: plainSecret}}}, Bindings: []vault.CredentialBinding{b}}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Config{CA: ca, Injector: store, HelloTimeout: 100 * time.Millisecond,
+	proxyAddr, _ := startPlainProxy(t, Config{CA: ca, Injector: store, HelloTimeout: 100 * time.Millisecond,
 		OriginalDst: func(net.Conn) (string, int) { return "127.0.0.1", ln.Addr().(*net.TCPAddr).Port }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- p.ServePlain(ctx, pln) }()
-	defer func() { cancel(); <-served }()
-	c, err := net.Dial("tcp", pln.Addr().String())
+	c, err := net.Dial("tcp", proxyAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -610,24 +582,13 @@ func TestFailureLogHidesSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs syncBuffer
-	p, err := New(Config{CA: ca, Injector: store,
+	proxyAddr, stop := startPlainProxy(t, Config{CA: ca, Injector: store,
 		Logger:      slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		OriginalDst: func(net.Conn) (string, int) { return "127.0.0.2", port },
 		Resolve: func(context.Context, string) ([]netip.Addr, error) {
 			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- p.ServePlain(ctx, pln) }()
-	defer func() { cancel(); <-served }()
-	conn, err := net.Dial("tcp", pln.Addr().String())
+	conn, err := net.Dial("tcp", proxyAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -641,9 +602,7 @@ func TestFailureLogHidesSecrets(t *testing.T) {
 	if resp.StatusCode != http.StatusBadGateway {
 		t.Fatalf("status %d; want 502", resp.StatusCode)
 	}
-	cancel()
-	<-served
-	served <- nil
+	stop() // the log is complete once the proxy has stopped
 	if l := logs.String(); strings.Contains(l, plainSecret) || !strings.Contains(l, "upstream request failed") {
 		t.Errorf("log shows the secret, or lacks the failure:\n%s", l)
 	}
@@ -721,20 +680,9 @@ func TestNoBindingForSchemeSplicesAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Config{CA: ca, Injector: store, HelloTimeout: time.Hour,
+	proxyAddr, _ := startPlainProxy(t, Config{CA: ca, Injector: store, HelloTimeout: time.Hour,
 		OriginalDst: func(net.Conn) (string, int) { return "127.0.0.1", port }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- p.ServePlain(ctx, pln) }()
-	defer func() { cancel(); <-served }()
-	c, err := net.Dial("tcp", pln.Addr().String())
+	c, err := net.Dial("tcp", proxyAddr)
 	if err != nil {
 		t.Fatal(err)
 	}

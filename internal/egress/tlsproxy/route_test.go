@@ -216,6 +216,19 @@ func serveProxy(t *testing.T, cfg Config) string {
 // checks it returns nil.
 func startProxy(t *testing.T, cfg Config) (addr string, stop func()) {
 	t.Helper()
+	return startServing(t, cfg, (*Proxy).Serve)
+}
+
+// startPlainProxy is startProxy for the plain-HTTP listener.
+func startPlainProxy(t *testing.T, cfg Config) (addr string, stop func()) {
+	t.Helper()
+	return startServing(t, cfg, (*Proxy).ServePlain)
+}
+
+// startServing makes a proxy of cfg and serves a loopback listener with
+// serve until stop (or the test's end), which checks serve's result.
+func startServing(t *testing.T, cfg Config, serve func(*Proxy, context.Context, net.Listener) error) (addr string, stop func()) {
+	t.Helper()
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -226,11 +239,11 @@ func startProxy(t *testing.T, cfg Config) (addr string, stop func()) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- p.Serve(ctx, ln) }()
+	go func() { served <- serve(p, ctx, ln) }()
 	stop = sync.OnceFunc(func() {
 		cancel()
 		if err := <-served; err != nil {
-			t.Errorf("Serve() = %v, want nil after cancel", err)
+			t.Errorf("serving = %v, want nil after cancel", err)
 		}
 	})
 	t.Cleanup(stop)
