@@ -36,21 +36,7 @@ func TestCompatJSSDK(t *testing.T) {
 	runID := fmt.Sprintf("compat-e2e-%d", time.Now().UnixNano())
 	t.Cleanup(func() { deleteByMetadata(t, s, "compat", runID) })
 
-	run := func(runID string) ([]byte, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		cmd := osexec.CommandContext(ctx, node, "compat.mjs")
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(),
-			"OPEN_SANDBOX_DOMAIN="+strings.TrimPrefix(s.base, "http://"),
-			"OPEN_SANDBOX_API_KEY="+testAPIKey,
-			"OPEN_SANDBOX_PROTOCOL=http",
-			"COMPAT_IMAGE="+image,
-			"COMPAT_RUN_ID="+runID,
-		)
-		cmd.WaitDelay = 10 * time.Second
-		return cmd.CombinedOutput()
-	}
+	run := func(runID string) ([]byte, error) { return runCompatScript(node, dir, s, image, runID) }
 	out, err := run(runID)
 	if err != nil {
 		// A proxied stream was once cut by a connection closed under the
@@ -174,4 +160,23 @@ func deleteByMetadata(t *testing.T, s *serverProc, key, value string) {
 			t.Logf("cleanup: deleted leftover sandbox %s (%d)", sb.ID, resp.StatusCode)
 		}
 	}
+}
+
+// runCompatScript runs compat.mjs in dir against server s with image and
+// the run id put on every sandbox; extraEnv adds variables (COMPAT_*).
+func runCompatScript(node, dir string, s *serverProc, image, runID string, extraEnv ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := osexec.CommandContext(ctx, node, "compat.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(),
+		"OPEN_SANDBOX_DOMAIN="+strings.TrimPrefix(s.base, "http://"),
+		"OPEN_SANDBOX_API_KEY="+testAPIKey,
+		"OPEN_SANDBOX_PROTOCOL=http",
+		"COMPAT_IMAGE="+image,
+		"COMPAT_RUN_ID="+runID,
+	)
+	cmd.Env = append(cmd.Env, extraEnv...)
+	cmd.WaitDelay = 10 * time.Second
+	return cmd.CombinedOutput()
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	osexec "os/exec"
 	"strconv"
 	"strings"
@@ -300,20 +299,7 @@ func TestIsolatedExecutionCompatJSSDK(t *testing.T) {
 	image := presentBaseImage(t)
 	runID := fmt.Sprintf("compat-isolation-%d", time.Now().UnixNano())
 	t.Cleanup(func() { deleteByMetadata(t, s, "compat", runID) })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cmd := osexec.CommandContext(ctx, node, "compat.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
-		"OPEN_SANDBOX_DOMAIN="+strings.TrimPrefix(s.base, "http://"),
-		"OPEN_SANDBOX_API_KEY="+testAPIKey,
-		"OPEN_SANDBOX_PROTOCOL=http",
-		"COMPAT_IMAGE="+image,
-		"COMPAT_RUN_ID="+runID,
-		"COMPAT_ISOLATION=1",
-	)
-	cmd.WaitDelay = 10 * time.Second
-	out, err := cmd.CombinedOutput()
+	out, err := runCompatScript(node, dir, s, image, runID, "COMPAT_ISOLATION=1")
 	if err != nil {
 		t.Fatalf("node compat.mjs with COMPAT_ISOLATION=1: %v\n%s", err, out)
 	}

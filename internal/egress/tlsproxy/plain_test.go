@@ -452,16 +452,7 @@ func TestPlainServerSpeaksFirst(t *testing.T) {
 	}
 	proxyAddr, _ := startPlainProxy(t, Config{CA: ca, Injector: store, HelloTimeout: 100 * time.Millisecond,
 		OriginalDst: func(net.Conn) (string, int) { return "127.0.0.1", ln.Addr().(*net.TCPAddr).Port }})
-	c, err := net.Dial("tcp", proxyAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil || line != "220 banner\r\n" {
-		t.Fatalf("read %q, %v; want the origin's banner", line, err)
-	}
+	wantBanner(t, proxyAddr, "want the origin's banner")
 }
 
 // TestInMemoryBodyGrowthBounded: a small body full of a short placeholder
@@ -682,7 +673,14 @@ func TestNoBindingForSchemeSplicesAtOnce(t *testing.T) {
 	}
 	proxyAddr, _ := startPlainProxy(t, Config{CA: ca, Injector: store, HelloTimeout: time.Hour,
 		OriginalDst: func(net.Conn) (string, int) { return "127.0.0.1", port }})
-	c, err := net.Dial("tcp", proxyAddr)
+	wantBanner(t, proxyAddr, "want the origin's banner at once")
+}
+
+// wantBanner connects to the proxy at addr and reads the line a
+// server-speaks-first origin sends, which must come through.
+func wantBanner(t *testing.T, addr, want string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -690,6 +688,6 @@ func TestNoBindingForSchemeSplicesAtOnce(t *testing.T) {
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil || line != "220 banner\r\n" {
-		t.Fatalf("read %q, %v; want the origin's banner at once", line, err)
+		t.Fatalf("read %q, %v; %s", line, err, want)
 	}
 }
