@@ -93,6 +93,8 @@ type Pool struct {
 	pause    time.Duration // backoff the filler must sit out before creating again
 	closed   bool
 	changed  chan struct{} // closed and replaced whenever idle or closed change
+	// closeErrs are the kills of idle sandboxes that failed during Close.
+	closeErrs []error
 }
 
 // pooled is an idle sandbox, when its create started and when it
@@ -260,12 +262,16 @@ func (p *Pool) Stats() PoolStats {
 }
 
 // Close stops refilling and health checks, kills every idle sandbox (a few
-// at a time, with ctx), waits for creates in flight to finish and kills
-// what they produce. Sandboxes already acquired are left alone. If ctx ends
+// at a time), waits for creates in flight to finish and kills what they
+// produce. Sandboxes already acquired are left alone. The kills do not
+// depend on ctx: each has its own timeout, so an idle sandbox is killed
+// even when ctx is already cancelled. ctx only bounds the wait: if it ends
 // first, Close returns its error and the remaining work completes in the
-// background. Calling Close again only waits again.
+// background. Calling Close again only waits again, and returns the kill
+// failures of the first call.
 func (p *Pool) Close(ctx context.Context) error {
 	p.mu.Lock()
+	first := !p.closed
 	idle := p.idle
 	p.idle = nil
 	p.closed = true
@@ -273,34 +279,40 @@ func (p *Pool) Close(ctx context.Context) error {
 	p.mu.Unlock()
 	p.cancel()
 
-	var (
-		errMu sync.Mutex
-		errs  []error
-		sem   = make(chan struct{}, poolParallel)
-		kills sync.WaitGroup
-	)
-	for _, e := range idle {
-		kills.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; kills.Done() }()
-			if err := e.sb.Kill(ctx); err != nil && !IsNotFound(err) {
-				errMu.Lock()
-				errs = append(errs, fmt.Errorf("kill %s: %w", e.sb.ID(), err))
-				errMu.Unlock()
-			}
-		}()
+	if first {
+		p.wg.Add(1)
+		go p.killAll(idle)
 	}
-	kills.Wait()
-
 	done := make(chan struct{})
 	go func() { p.wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
-		errs = append(errs, ctx.Err())
+		return ctx.Err()
 	}
-	return errors.Join(errs...)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return errors.Join(p.closeErrs...)
+}
+
+// killAll kills the sandboxes that were idle when Close ran, poolParallel
+// at a time, and records the failures for Close; the caller did wg.Add(1).
+func (p *Pool) killAll(idle []pooled) {
+	defer p.wg.Done()
+	sem := make(chan struct{}, poolParallel)
+	var kills sync.WaitGroup
+	for _, e := range idle {
+		sem <- struct{}{}
+		kills.Go(func() {
+			defer func() { <-sem }()
+			if err := p.killNow(e); err != nil {
+				p.mu.Lock()
+				p.closeErrs = append(p.closeErrs, fmt.Errorf("kill %s: %w", e.sb.ID(), err))
+				p.mu.Unlock()
+			}
+		})
+	}
+	kills.Wait()
 }
 
 // fill keeps Size sandboxes idle or in creation, at most Refill creating
@@ -470,17 +482,25 @@ func (p *Pool) drop(e pooled, reason string) {
 	go p.kill(e, reason)
 }
 
-// kill deletes a sandbox with its own timeout; the caller did wg.Add(1).
+// kill deletes a sandbox in the background; the caller did wg.Add(1).
 func (p *Pool) kill(e pooled, reason string) {
 	defer p.wg.Done()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), poolKillTimeout)
-	defer cancel()
-	err := e.sb.Kill(ctx)
-	if err != nil && !IsNotFound(err) {
+	if err := p.killNow(e); err != nil {
 		p.log.Warn("pool could not kill a sandbox", "sandbox_id", e.sb.ID(), "reason", reason, "err", err)
 		return
 	}
 	p.log.Debug("pool killed a sandbox", "sandbox_id", e.sb.ID(), "reason", reason)
+}
+
+// killNow deletes a sandbox with its own timeout, independent of any
+// caller's context; a sandbox that is already gone is not an error.
+func (p *Pool) killNow(e pooled) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), poolKillTimeout)
+	defer cancel()
+	if err := e.sb.Kill(ctx); err != nil && !IsNotFound(err) {
+		return err
+	}
+	return nil
 }
 
 // putBack returns a sandbox to the front of the idle list, or kills it if

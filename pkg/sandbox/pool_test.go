@@ -626,3 +626,32 @@ func TestPoolConcurrentAcquire(t *testing.T) {
 		t.Errorf("alive after Close = %v, want exactly the %d acquired %v", got, n, ids)
 	}
 }
+
+// A caller whose context is already over when it closes the pool still
+// gets every idle sandbox killed: the kills never depend on its context
+// (a Close cut short once left an idle sandbox alive, failing a fresh
+// clone's run with "kill sb-017: context canceled").
+func TestPoolCloseKillsIdleWhateverTheContext(t *testing.T) {
+	fs := newPoolServer(t)
+	p := startPool(t, fs, PoolOptions{Size: 3, Refill: 3}, nil)
+	poolWaitReady(t, p)
+	idle := fs.liveIDs()
+	if len(idle) != 3 {
+		t.Fatalf("live before Close = %v, want 3", idle)
+	}
+
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := p.Close(cancelled); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("Close(cancelled ctx) = %v, want nil or context.Canceled", err)
+	}
+	// A second Close waits for the work the first one started.
+	ctx, stop := context.WithTimeout(t.Context(), 10*time.Second)
+	defer stop()
+	if err := p.Close(ctx); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if got := fs.liveIDs(); len(got) != 0 {
+		t.Errorf("alive after Close = %v, want none (idle were %v)", got, idle)
+	}
+}
