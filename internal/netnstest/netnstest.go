@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/opensandbox-go/opensandbox/internal/testenv"
 )
 
 // Pair is a sandbox namespace and a world namespace joined by veth.
@@ -36,10 +38,10 @@ type Pair struct {
 func New(t testing.TB) *Pair {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces and nftables")
+		testenv.NeedRoot(t, "network namespaces and nftables")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs the ip command to build test namespaces")
+		testenv.Missing(t, "needs the ip command to build test namespaces")
 	}
 	var b [2]byte
 	_, _ = rand.Read(b[:])
@@ -47,7 +49,7 @@ func New(t testing.TB) *Pair {
 	n := 1 + int(b[0])%250
 	p := &Pair{SandboxName: "osbt-s-" + id, WorldName: "osbt-w-" + id, prefix: fmt.Sprintf("10.250.%d.", n), prefix6: fmt.Sprintf("fd00:250:%x::", n)}
 	if out, err := exec.Command("ip", "netns", "add", p.SandboxName).CombinedOutput(); err != nil {
-		t.Skipf("cannot create a network namespace: %v: %s", err, out)
+		testenv.Missing(t, "cannot create a network namespace: %v: %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", p.SandboxName).Run() })
 	ip := func(args ...string) {

@@ -38,7 +38,9 @@ func TestContract(t *testing.T) {
 	e.rt.events = []runtime.Event{{Time: time.Now(), Action: "start"}}
 
 	client := &http.Client{Transport: spec.Transport(t, nil)}
-	call := func(method, path, body string, noKey ...bool) (int, []byte) {
+	// call sends one request and checks its status: the contract is
+	// not only the shapes of the answers but which answer each call gets.
+	call := func(want int, method, path, body string, noKey ...bool) []byte {
 		t.Helper()
 		var rd io.Reader
 		if body != "" {
@@ -57,52 +59,55 @@ func TestContract(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		data, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, data
+		if resp.StatusCode != want {
+			t.Errorf("%s %s: status %d, want %d: %s", method, path, resp.StatusCode, want, data)
+		}
+		return data
 	}
 
-	call("GET", "/health", "", true)
-	call("GET", "/openapi.json", "", true)
-	call("GET", "/v1/sandboxes", "", true)
-	_, data := call("POST", "/v1/sandboxes", `{"image":{"uri":"busybox"},"entrypoint":["sleep","1000"],"timeout":600,"metadata":{"a":"b"},"resourceLimits":{"cpu":"1","memory":"1Gi"}}`)
+	call(http.StatusOK, "GET", "/health", "", true)
+	call(http.StatusOK, "GET", "/openapi.json", "", true)
+	call(401, "GET", "/v1/sandboxes", "", true)
+	data := call(202, "POST", "/v1/sandboxes", `{"image":{"uri":"busybox"},"entrypoint":["sleep","1000"],"timeout":600,"metadata":{"a":"b"},"resourceLimits":{"cpu":"1","memory":"1Gi"}}`)
 	var created sandbox.CreateSandboxResponse
 	json.Unmarshal(data, &created)
 	id := created.ID
-	call("POST", "/v1/sandboxes", `{"image":{"uri":"busybox"}}`)
-	call("POST", "/v1/sandboxes", `{"snapshotId":"missing"}`)
-	call("GET", "/v1/sandboxes?state=Running&metadata=a%3Db&page=1&pageSize=5", "")
-	call("GET", "/v1/sandboxes?metadata=bad", "")
-	call("GET", "/v1/sandboxes/"+id, "")
-	call("GET", "/v1/sandboxes/missing", "")
-	call("PATCH", "/v1/sandboxes/"+id+"/metadata", `{"a":null,"c":"d"}`)
-	call("PATCH", "/v1/sandboxes/"+id+"/metadata", `{"c":1}`)
-	call("POST", "/v1/sandboxes/"+id+"/renew-expiration", `{"expiresAt":"`+time.Now().Add(time.Hour).UTC().Format(time.RFC3339)+`"}`)
-	call("POST", "/v1/sandboxes/"+id+"/renew-expiration", `{"expiresAt":"2000-01-01T00:00:00Z"}`)
-	call("GET", "/v1/sandboxes/"+id+"/endpoints/44772", "")
-	call("GET", "/v1/sandboxes/"+id+"/endpoints/44772?use_server_proxy=true", "")
-	call("GET", "/v1/sandboxes/"+id+"/endpoints/80?expires=100", "")
-	call("GET", "/v1/sandboxes/"+id+"/diagnostics/logs", "")
-	call("GET", "/v1/sandboxes/"+id+"/diagnostics/logs?scope=container", "")
-	call("GET", "/v1/sandboxes/"+id+"/diagnostics/events?scope=all", "")
-	call("GET", "/v1/sandboxes/"+id+"/diagnostics/events?scope=network", "")
-	call("GET", "/v1/sandboxes/"+id+"/diagnostics/inspect", "")
-	call("GET", "/v1/sandboxes/"+id+"/diagnostics/summary", "")
-	call("GET", "/sandboxes/"+id+"/proxy/8080/x?y=1", "", true)
-	call("POST", "/sandboxes/"+id+"/proxy/8080", "{}", true)
-	_, data = call("POST", "/v1/sandboxes/"+id+"/snapshots", `{"name":"n"}`)
+	call(400, "POST", "/v1/sandboxes", `{"image":{"uri":"busybox"}}`)
+	call(404, "POST", "/v1/sandboxes", `{"snapshotId":"missing"}`)
+	call(http.StatusOK, "GET", "/v1/sandboxes?state=Running&metadata=a%3Db&page=1&pageSize=5", "")
+	call(400, "GET", "/v1/sandboxes?metadata=bad", "")
+	call(http.StatusOK, "GET", "/v1/sandboxes/"+id, "")
+	call(404, "GET", "/v1/sandboxes/missing", "")
+	call(http.StatusOK, "PATCH", "/v1/sandboxes/"+id+"/metadata", `{"a":null,"c":"d"}`)
+	call(400, "PATCH", "/v1/sandboxes/"+id+"/metadata", `{"c":1}`)
+	call(http.StatusOK, "POST", "/v1/sandboxes/"+id+"/renew-expiration", `{"expiresAt":"`+time.Now().Add(time.Hour).UTC().Format(time.RFC3339)+`"}`)
+	call(400, "POST", "/v1/sandboxes/"+id+"/renew-expiration", `{"expiresAt":"2000-01-01T00:00:00Z"}`)
+	call(http.StatusOK, "GET", "/v1/sandboxes/"+id+"/endpoints/44772", "")
+	call(http.StatusOK, "GET", "/v1/sandboxes/"+id+"/endpoints/44772?use_server_proxy=true", "")
+	call(400, "GET", "/v1/sandboxes/"+id+"/endpoints/80?expires=100", "")
+	call(http.StatusOK, "GET", "/v1/sandboxes/"+id+"/diagnostics/logs", "")
+	call(http.StatusOK, "GET", "/v1/sandboxes/"+id+"/diagnostics/logs?scope=container", "")
+	call(http.StatusOK, "GET", "/v1/sandboxes/"+id+"/diagnostics/events?scope=all", "")
+	call(400, "GET", "/v1/sandboxes/"+id+"/diagnostics/events?scope=network", "")
+	call(http.StatusOK, "GET", "/v1/sandboxes/"+id+"/diagnostics/inspect", "")
+	call(http.StatusOK, "GET", "/v1/sandboxes/"+id+"/diagnostics/summary", "")
+	call(http.StatusOK, "GET", "/sandboxes/"+id+"/proxy/8080/x?y=1", "", true)
+	call(http.StatusOK, "POST", "/sandboxes/"+id+"/proxy/8080", "{}", true)
+	data = call(202, "POST", "/v1/sandboxes/"+id+"/snapshots", `{"name":"n"}`)
 	var snap sandbox.Snapshot
 	json.Unmarshal(data, &snap)
 	waitFor(t, "snapshot Ready", 5*time.Second, func() bool {
 		s, err := e.store.GetSnapshot(t.Context(), snap.ID)
 		return err == nil && s.Status.State == sandbox.SnapshotReady
 	})
-	call("GET", "/v1/snapshots?sandboxId="+id+"&state=Ready", "")
-	call("GET", "/v1/snapshots/"+snap.ID, "")
-	call("GET", "/v1/snapshots/missing", "")
-	call("POST", "/v1/sandboxes/"+id+"/pause", "")
-	call("POST", "/v1/sandboxes/"+id+"/pause", "")
-	call("POST", "/v1/sandboxes/"+id+"/resume", "")
-	call("POST", "/v1/sandboxes/"+id+"/resume", "")
-	call("DELETE", "/v1/snapshots/"+snap.ID, "")
-	call("DELETE", "/v1/sandboxes/"+id, "")
-	call("DELETE", "/v1/sandboxes/"+id, "")
+	call(http.StatusOK, "GET", "/v1/snapshots?sandboxId="+id+"&state=Ready", "")
+	call(http.StatusOK, "GET", "/v1/snapshots/"+snap.ID, "")
+	call(404, "GET", "/v1/snapshots/missing", "")
+	call(202, "POST", "/v1/sandboxes/"+id+"/pause", "")
+	call(409, "POST", "/v1/sandboxes/"+id+"/pause", "")
+	call(202, "POST", "/v1/sandboxes/"+id+"/resume", "")
+	call(409, "POST", "/v1/sandboxes/"+id+"/resume", "")
+	call(204, "DELETE", "/v1/snapshots/"+snap.ID, "")
+	call(204, "DELETE", "/v1/sandboxes/"+id, "")
+	call(404, "DELETE", "/v1/sandboxes/"+id, "")
 }

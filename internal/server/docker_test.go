@@ -18,6 +18,7 @@ import (
 
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	"github.com/opensandbox-go/opensandbox/internal/runtime/docker"
+	"github.com/opensandbox-go/opensandbox/internal/testenv"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
@@ -29,7 +30,7 @@ func dockerEnv(t *testing.T, mod func(*Config)) (*testEnv, string) {
 		t.Skip("Docker flow skipped with -short")
 	}
 	if _, err := os.Stat("/bin/busybox"); err != nil {
-		t.Skip("static busybox not installed (apt-get install busybox-static)")
+		testenv.Missing(t, "static busybox not installed (apt-get install busybox-static)")
 	}
 	run := randomHex(4)
 	dir := t.TempDir()
@@ -48,7 +49,7 @@ func dockerEnv(t *testing.T, mod func(*Config)) (*testEnv, string) {
 		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if errors.Is(err, runtime.ErrUnavailable) {
-		t.Skipf("Docker engine not reachable: %v", err)
+		testenv.Missing(t, "Docker engine not reachable: %v", err)
 	}
 	if err != nil {
 		t.Fatalf("docker.New: %v", err)

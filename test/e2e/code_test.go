@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opensandbox-go/opensandbox/internal/testenv"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
@@ -22,7 +23,7 @@ func codeLanguages(t *testing.T, p *execdProc, want ...string) {
 	_, avail, _ := strings.Cut(er.Message, "available: ")
 	for _, l := range want {
 		if !strings.Contains(", "+avail+",", ", "+l+",") {
-			t.Skipf("execd here has no %s interpreter (available: %s); scripts/ensure-deps.sh installs them", l, avail)
+			testenv.Missing(t, "execd here has no %s interpreter (available: %s); scripts/ensure-deps.sh installs them", l, avail)
 		}
 	}
 }

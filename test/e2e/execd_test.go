@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/opensandbox-go/opensandbox/internal/testenv"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
@@ -384,7 +385,7 @@ func TestExecdRoutesAnswerJSON(t *testing.T) {
 
 func TestExecdAsNonRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to start execd as another user")
+		testenv.NeedRoot(t, "start execd as another user")
 	}
 	dir := t.TempDir()
 	os.Chmod(filepath.Dir(dir), 0o755)

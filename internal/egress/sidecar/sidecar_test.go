@@ -15,6 +15,7 @@ import (
 
 	"github.com/opensandbox-go/opensandbox/internal/egress/policy"
 	"github.com/opensandbox-go/opensandbox/internal/egress/vault"
+	"github.com/opensandbox-go/opensandbox/internal/testenv"
 )
 
 func TestCheckBindings(t *testing.T) {
@@ -190,7 +191,7 @@ func TestStartMarker(t *testing.T) {
 // skipped, addresses a rule denies are dropped, NXDOMAIN is final.
 func TestBoundResolverLookup(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("the upstream resolvers set SO_MARK, which needs CAP_NET_ADMIN")
+		testenv.Missing(t, "the upstream resolvers set SO_MARK, which needs CAP_NET_ADMIN")
 	}
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/opensandbox-go/opensandbox/internal/testenv"
 )
 
 func soMark(c *net.UDPConn) (int, error) {
@@ -25,7 +27,7 @@ func soMark(c *net.UDPConn) (int, error) {
 
 func TestMarkControlSetsSOMark(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("setting SO_MARK needs CAP_NET_ADMIN; run as root")
+		testenv.Missing(t, "setting SO_MARK needs CAP_NET_ADMIN; run as root")
 	}
 	d := net.Dialer{Control: Control(0x1)}
 	c, err := d.Dial("udp", "127.0.0.1:9")

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/execd/procenv"
+	"github.com/opensandbox-go/opensandbox/internal/testenv"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
@@ -64,7 +65,7 @@ func need(t *testing.T, lang string) {
 	var d detector
 	env, _ := procenv.Builder{}.Environ(nil)
 	if _, err := d.interpreter(lang, env); err != nil {
-		t.Skipf("no %s interpreter here (scripts/ensure-deps.sh installs it)", lang)
+		testenv.Missing(t, "no %s interpreter here (scripts/ensure-deps.sh installs it)", lang)
 	}
 }
 
@@ -320,7 +321,7 @@ func TestPythonMatplotlib(t *testing.T) {
 		c := h.run(t, "", "", code)
 		if !c.ok() {
 			if e := c.err(); e != nil && e.Name == "ModuleNotFoundError" {
-				t.Skip("matplotlib is not installed")
+				testenv.Missing(t, "matplotlib is not installed")
 			}
 			t.Fatalf("plot failed: %+v (error %+v)", c.events, c.err())
 		}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/opensandbox-go/opensandbox/internal/execd/proc"
 	"github.com/opensandbox-go/opensandbox/internal/execd/procenv"
+	"github.com/opensandbox-go/opensandbox/internal/testenv"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
@@ -633,7 +634,7 @@ func TestBackgroundTimeout(t *testing.T) {
 
 func TestRunAsUser(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to switch users")
+		testenv.NeedRoot(t, "switch users")
 	}
 	e := newTestEnv(t, Options{})
 	uid, gid := uint32(65534), uint32(65533)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opensandbox-go/opensandbox/internal/testenv"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
@@ -209,7 +210,7 @@ func modeOf(t *testing.T, p string) fs.FileMode {
 func needRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to change file ownership")
+		testenv.NeedRoot(t, "change file ownership")
 	}
 }
 

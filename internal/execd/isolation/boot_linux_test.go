@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/opensandbox-go/opensandbox/internal/testenv"
 )
 
 // startExecdAs starts the helper execd as uid/gid 65534 with the bootstrap
@@ -20,7 +22,7 @@ import (
 func startExecdAs(t *testing.T, wrap ...string) (bool, string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to start a non-root process with a full bounding set")
+		testenv.NeedRoot(t, "start a non-root process with a full bounding set")
 	}
 	if err := os.Chmod(filepath.Dir(helperExe), 0o755); err != nil {
 		t.Fatal(err)
@@ -63,7 +65,7 @@ func TestBootstrapKeepsNoSysAdminInReach(t *testing.T) {
 		t.Errorf("a non-root execd with CAP_SYS_ADMIN in reach: up=%v, log:\n%s", up, log)
 	}
 	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Skip("no setpriv to set no_new_privs")
+		testenv.Missing(t, "no setpriv to set no_new_privs")
 	}
 	if up, log := startExecdAs(t, "setpriv", "--no-new-privs"); !up {
 		t.Errorf("a non-root execd under no_new_privs did not start:\n%s", log)

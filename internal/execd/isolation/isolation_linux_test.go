@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/execd/procenv"
+	"github.com/opensandbox-go/opensandbox/internal/testenv"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
@@ -63,7 +64,7 @@ type harness struct {
 func newHarness(t *testing.T, base []string) *harness {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("isolated sessions in setpriv mode need root")
+		testenv.NeedRoot(t, "isolated sessions in setpriv mode")
 	}
 	if base == nil {
 		base = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
@@ -753,7 +754,7 @@ func TestSessionCodeHoldsNoServerSocket(t *testing.T) {
 // client) points there.
 func TestScratchOutsideSessionViews(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root")
+		testenv.NeedRoot(t, "this test")
 	}
 	opt, err := os.MkdirTemp("/opt", "isolation-test-")
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/opensandbox-go/opensandbox/internal/testenv"
 )
 
 // TestPID1InNewPIDNamespace runs the supervisor as PID 1 of a new PID
@@ -13,14 +15,14 @@ import (
 // has been reaped, and the supervisor exits 92 if anything is left over.
 func TestPID1InNewPIDNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a PID and mount namespace")
+		testenv.NeedRoot(t, "create a PID and mount namespace")
 	}
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
-		t.Skip("unshare (util-linux) not installed")
+		testenv.Missing(t, "unshare (util-linux) not installed")
 	}
 	if out, err := exec.Command(unshare, "--pid", "--fork", "--mount-proc", "true").CombinedOutput(); err != nil {
-		t.Skipf("cannot create a PID namespace here: %v: %s", err, out)
+		testenv.Missing(t, "cannot create a PID namespace here: %v: %s", err, out)
 	}
 	dir := t.TempDir()
 	cmd := exec.Command(unshare, "--pid", "--fork", "--mount-proc", self(), "-test.run=^$")

@@ -25,6 +25,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
+	"github.com/opensandbox-go/opensandbox/internal/testenv"
 )
 
 // testLabel marks everything the tests create; runLabel tells this run's
@@ -37,11 +38,13 @@ const (
 
 // env is what TestMain prepares for the engine tests.
 var env struct {
-	skip  string // reason engine tests are skipped
-	run   string // this run's id
-	execd string // static execd built for the tests
-	image string // busybox-only image
-	cli   *client.Client
+	skip string // reason engine tests are skipped
+	// engineMissing: skip is for lack of an engine (a failure in CI).
+	engineMissing bool
+	run           string // this run's id
+	execd         string // static execd built for the tests
+	image         string // busybox-only image
+	cli           *client.Client
 }
 
 func TestMain(m *testing.M) {
@@ -62,6 +65,7 @@ func runTests(m *testing.M) int {
 	}
 	if err != nil {
 		env.skip = fmt.Sprintf("Docker engine not reachable (run scripts/ensure-deps.sh): %v", err)
+		env.engineMissing = true
 		return m.Run()
 	}
 	env.cli = cli
@@ -147,6 +151,9 @@ func randomHex(n int) string {
 func needEngine(t *testing.T) {
 	t.Helper()
 	if env.skip != "" {
+		if env.engineMissing {
+			testenv.Missing(t, "%s", env.skip)
+		}
 		t.Skip(env.skip)
 	}
 }
