@@ -206,13 +206,5 @@ func sandboxFromLabels(v labelView) runtime.Sandbox {
 // owns reports whether a container with these labels belongs to this
 // runtime: it carries our id label and every configured extra label.
 func (r *Runtime) owns(labels map[string]string, id string) bool {
-	if labels[labelID] != id || id == "" {
-		return false
-	}
-	for k, v := range r.opts.Labels {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
+	return labels[labelID] == id && id != "" && r.scoped(labels)
 }

@@ -107,6 +107,13 @@ type Options struct {
 	// runtime creates, and List and Get only see containers carrying
 	// all of them (several servers or test runs can share one engine).
 	Labels map[string]string
+	// InstanceID, when set, scopes the runtime to one server instance:
+	// it is put as the label opensandbox.io/instance on every container,
+	// volume and snapshot image the runtime creates, and Get, List,
+	// Delete, Address, Pause, Resume and Sweep only see objects carrying
+	// it. Servers with different instance ids share an engine without
+	// seeing each other's sandboxes. It must be a DNS-1123 label.
+	InstanceID string
 	// Logger receives driver logs; nil uses slog.Default().
 	Logger *slog.Logger
 }
@@ -311,6 +318,15 @@ func (o *Options) setDefaults() error {
 		if strings.HasPrefix(k, labelPrefix) {
 			return fmt.Errorf("docker: label %q uses the reserved prefix %s: %w", k, labelPrefix, runtime.ErrInvalid)
 		}
+	}
+	if o.InstanceID != "" {
+		if err := checkInstanceID(o.InstanceID); err != nil {
+			return fmt.Errorf("docker: %w", err)
+		}
+		if o.Labels == nil {
+			o.Labels = map[string]string{}
+		}
+		o.Labels[labelInstance] = o.InstanceID
 	}
 	return nil
 }
