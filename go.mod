@@ -65,4 +65,5 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 	gotest.tools/v3 v3.5.2 // indirect
+	k8s.io/apimachinery v0.35.0 // indirect
 )

@@ -14,6 +14,7 @@ import (
 var (
 	capabilityRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
 	networkRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]+$`)
+	instanceIDRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 	quantityRE   = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$`)
 )
 
@@ -50,6 +51,10 @@ func validate(c *Config) (warnings, problems []string) {
 		bad("server.min_sandbox_timeout_seconds", minT, "want at least 1")
 	case minT < DefaultMinTimeoutSeconds:
 		warnings = append(warnings, fmt.Sprintf("server.min_sandbox_timeout_seconds = %d is below %d: meant for tests only", minT, DefaultMinTimeoutSeconds))
+	}
+
+	if id := c.Server.InstanceID; id != "" && !instanceIDRE.MatchString(id) {
+		bad("server.instance_id", id, "want 1-63 lower case letters, digits and '-', starting and ending with a letter or digit")
 	}
 
 	// [log]
