@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/egress/policy"
+	"github.com/opensandbox-go/opensandbox/internal/grammar"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
-	"github.com/opensandbox-go/opensandbox/internal/runtime/docker"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
@@ -145,13 +145,13 @@ func checkResources(limits map[string]string) (runtime.Resources, error) {
 		v := strings.TrimSpace(limits[k])
 		switch k {
 		case "cpu":
-			n, err := docker.ParseCPU(v)
+			n, err := grammar.ParseCPU(v)
 			if err != nil || n <= 0 {
 				return res, badRequest("resourceLimits.cpu %q is not a positive CPU quantity such as \"500m\" or \"2\"", limits[k])
 			}
 			res.NanoCPUs = n
 		case "memory":
-			n, err := docker.ParseMemory(v)
+			n, err := grammar.ParseMemory(v)
 			if err != nil {
 				return res, badRequest("resourceLimits.memory %q is not a memory quantity such as \"512Mi\" or \"2Gi\"", limits[k])
 			}

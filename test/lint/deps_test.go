@@ -43,3 +43,35 @@ func TestSandboxBinaryDeps(t *testing.T) {
 		}
 	}
 }
+
+// coreServices are the transport- and engine-neutral core and the HTTP
+// front end over it: they drive any runtime through internal/runtime and
+// must not depend on one driver (a second runtime sits beside Docker).
+// Their tests may: the server's engine tests run against the real driver.
+var coreServices = []string{"./internal/lifecycle", "./internal/server"}
+
+// driverPrefixes are the packages of runtime drivers and engine clients.
+var driverPrefixes = map[string]string{
+	"github.com/opensandbox-go/opensandbox/internal/runtime/": "a runtime driver",
+	"github.com/docker/docker":                                "the Docker engine client",
+	"k8s.io/client-go":                                        "the Kubernetes client",
+}
+
+func TestCoreImportsNoDriver(t *testing.T) {
+	root := repoRoot(t)
+	for _, pkg := range coreServices {
+		cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", pkg)
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", pkg, err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for prefix, what := range driverPrefixes {
+				if strings.HasPrefix(dep, prefix) {
+					t.Errorf("%s depends on %s (%s): the core reaches engines only through internal/runtime", pkg, dep, what)
+				}
+			}
+		}
+	}
+}

@@ -3,7 +3,6 @@ package docker
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"slices"
 
 	"github.com/docker/docker/api/types/container"
@@ -21,18 +20,6 @@ const (
 	// the store of the server that claimed the instance id.
 	labelInstanceOwner = labelPrefix + "instance-owner"
 )
-
-// instanceIDPattern is a DNS-1123 label: it fits in a label value of
-// every engine and in a volume name.
-var instanceIDPattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
-
-func checkInstanceID(id string) error {
-	if !instanceIDPattern.MatchString(id) {
-		return fmt.Errorf("instance id %q: want 1-63 lower case letters, digits and '-', starting and ending with a letter or digit: %w",
-			id, runtime.ErrInvalid)
-	}
-	return nil
-}
 
 // claimVolumeName is the volume that records which store owns instance id.
 func claimVolumeName(id string) string { return "opensandbox-instance-" + id }

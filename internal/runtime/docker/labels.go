@@ -6,13 +6,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opensandbox-go/opensandbox/internal/grammar"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 )
 
 // Labels the driver keeps on containers and volumes. Everything Get and
 // List report comes from them, so the engine is the only record.
 const (
-	labelPrefix = "opensandbox.io/"
+	labelPrefix = grammar.ReservedLabelPrefix
 
 	labelID             = labelPrefix + "id"
 	labelImage          = labelPrefix + "image"

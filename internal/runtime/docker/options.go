@@ -18,6 +18,7 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"github.com/opensandbox-go/opensandbox/internal/grammar"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
@@ -320,7 +321,7 @@ func (o *Options) setDefaults() error {
 		}
 	}
 	if o.InstanceID != "" {
-		if err := checkInstanceID(o.InstanceID); err != nil {
+		if err := grammar.CheckInstanceID(o.InstanceID); err != nil {
 			return fmt.Errorf("docker: %w", err)
 		}
 		if o.Labels == nil {
