@@ -264,7 +264,7 @@ func TestCreateManualCleanupAndGPUCount(t *testing.T) {
 	if spec.ExpiresAt != nil || spec.Resources.GPUs != 2 {
 		t.Errorf("spec ExpiresAt %v GPUs %d, want nil and 2", spec.ExpiresAt, spec.Resources.GPUs)
 	}
-	if _, armed := e.srv.expiry.deadline(spec.ID); armed {
+	if _, armed := e.srv.lc.Deadline(spec.ID); armed {
 		t.Errorf("manual-cleanup sandbox %s has an expiry deadline", spec.ID)
 	}
 }
