@@ -75,3 +75,21 @@ func TestCoreImportsNoDriver(t *testing.T) {
 		}
 	}
 }
+
+// TestLifecycleKnowsNoTransport keeps the lifecycle core free of HTTP: a
+// front end speaks its protocol, the core only error classes. (It shares
+// pkg/sandbox's data types, whose SDK half uses net/http; the core itself
+// imports no transport package.)
+func TestLifecycleKnowsNoTransport(t *testing.T) {
+	cmd := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "./internal/lifecycle")
+	cmd.Dir = repoRoot(t)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, imp := range strings.Fields(string(out)) {
+		if strings.HasPrefix(imp, "net/http") || imp == "github.com/opensandbox-go/opensandbox/internal/apierror" || imp == "github.com/opensandbox-go/opensandbox/internal/httpmw" {
+			t.Errorf("internal/lifecycle imports %s: the core must not know the transport", imp)
+		}
+	}
+}

@@ -124,3 +124,33 @@ func TestClaimInstance(t *testing.T) {
 	_, err = New(ctx, Options{Client: env.cli, ExecdPath: env.execd, InstanceID: "Not_Valid"})
 	wantClass(t, "New with a bad instance id", err, runtime.ErrInvalid)
 }
+
+// TestHostChecks checks the rules that depend on the engine's host: a
+// platform of another architecture and a memory limit below the minimum
+// are refused as invalid before anything is created.
+func TestHostChecks(t *testing.T) {
+	t.Parallel()
+	r := newTestRuntime(t, nil)
+	ctx := testCtx(t)
+	other := "arm64"
+	if r.arch == "arm64" {
+		other = "amd64"
+	}
+	spec := baseSpec(t)
+	spec.Platform = &runtime.Platform{OS: "linux", Arch: other}
+	_, err := r.Create(ctx, spec)
+	wantClass(t, "Create for a foreign architecture", err, runtime.ErrInvalid)
+	if err != nil && !strings.Contains(err.Error(), "cannot be satisfied") {
+		t.Errorf("foreign architecture error %q does not say it cannot be satisfied", err)
+	}
+	spec = baseSpec(t)
+	spec.Resources.MemoryBytes = 1 << 20
+	_, err = r.Create(ctx, spec)
+	wantClass(t, "Create with 1Mi of memory", err, runtime.ErrInvalid)
+	if err != nil && !strings.Contains(err.Error(), "minimum of 6Mi") {
+		t.Errorf("tiny memory error %q does not name the minimum", err)
+	}
+	if containerExists(containerName(spec.ID)) {
+		t.Error("a refused create left a container")
+	}
+}

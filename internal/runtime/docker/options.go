@@ -149,6 +149,9 @@ type Runtime struct {
 	securityOpt []string
 	// execdTar holds the tar stream CopyToContainer sends (ExecdCopy only).
 	execdTar []byte
+	// arch is the CPU architecture of the engine's host, in the API's
+	// names (amd64, arm64).
+	arch string
 	// network is "host", "bridge" or the name of the user-defined network
 	// sandboxes join (see setupNetwork); containers name the latter by
 	// the id checkNetwork validated.
@@ -232,6 +235,9 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 			return nil, fmt.Errorf("docker: OCI runtime %q is not configured in the engine (it knows %s): %w",
 				opts.Runtime, strings.Join(known, ", "), runtime.ErrInvalid)
 		}
+	}
+	if err := r.readEngineArch(ctx); err != nil {
+		return nil, err
 	}
 	if opts.ExecdCopy {
 		if r.execdTar, err = execdArchive(opts.ExecdPath); err != nil {
