@@ -1,7 +1,14 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"net/http"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,4 +60,39 @@ func TestTwoServersOneEngine(t *testing.T) {
 	if ids := containersWithLabel(t, "opensandbox.io/id="+id); len(ids) != 1 {
 		t.Errorf("containers of sandbox %s = %v, want one", id, ids)
 	}
+}
+
+// TestSharedInstanceIDRefused checks the decision for servers that would
+// share an explicit instance id: a second server with its own store is
+// refused at start, naming the owner and how to release the id, while the
+// first restarts with its store and keeps the id.
+func TestSharedInstanceIDRefused(t *testing.T) {
+	inst := fmt.Sprintf("e2e-%d", time.Now().UnixNano())
+	t.Cleanup(func() { osexec.Command("docker", "volume", "rm", "-f", "opensandbox-instance-"+inst).Run() })
+	a := startServer(t, serverOpts{serverTOML: fmt.Sprintf("instance_id = %q\n", inst)})
+
+	cfg, err := os.ReadFile(a.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same instance id, its own store and address.
+	other := strings.Replace(string(cfg), "[store]\npath = ", "[store]\npath = \""+filepath.Join(t.TempDir(), "store.db")+"\"\n# was ", 1)
+	_, port, _ := strings.Cut(freeAddr(t), ":")
+	other = regexp.MustCompile(`(?m)^port = \d+$`).ReplaceAllString(other, "port = "+port)
+	path := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(path, []byte(other), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := osexec.CommandContext(ctx, binPath(t, "opensandbox-server"), "--config", path).CombinedOutput()
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("second server with instance id %s: err %v (ctx %v), want it to exit with an error\n%s", inst, err, ctx.Err(), out)
+	}
+	if !strings.Contains(string(out), "already used") || !strings.Contains(string(out), "docker volume rm opensandbox-instance-"+inst) {
+		t.Errorf("second server's output does not say the id is taken and how to release it:\n%s", out)
+	}
+
+	a.restart()
+	a.api(t, "GET", "/v1/sandboxes", nil, 200, nil)
 }
