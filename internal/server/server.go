@@ -69,7 +69,6 @@ type Server struct {
 	lc      *lifecycle.Service
 	rt      runtime.Runtime // for the calls that pass straight through
 	log     *slog.Logger
-	now     func() time.Time
 	mux     *http.ServeMux
 	handler http.Handler
 
@@ -129,7 +128,6 @@ func New(cfg Config) (*Server, error) {
 		lc:  lc,
 		rt:  cfg.Runtime,
 		log: cfg.Logger,
-		now: cfg.Now,
 		mux: http.NewServeMux(),
 	}
 	s.bg, s.cancelBg = context.WithCancel(context.Background())
@@ -164,8 +162,11 @@ func NewHTTPServer(h http.Handler, addr string) *http.Server {
 func (s *Server) Lifecycle() *lifecycle.Service { return s.lc }
 
 // Run does the lifecycle's background work (see lifecycle.Service.Run)
-// until ctx ends, then ends the connections the proxy hijacked.
+// until ctx ends; when ctx ends, so do the connections the proxy
+// hijacked. It returns nil after every background goroutine finished.
 func (s *Server) Run(ctx context.Context) error {
 	defer s.cancelBg()
+	stop := context.AfterFunc(ctx, s.cancelBg)
+	defer stop()
 	return s.lc.Run(ctx)
 }
