@@ -21,7 +21,7 @@ import (
 // newDockerRuntime turns the [runtime], [docker] and [secure_runtime]
 // tables into the Docker driver. The returned func releases the engine
 // client.
-func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, logger *slog.Logger) (*docker.Runtime, func(), error) {
+func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, instance instance, logger *slog.Logger) (*docker.Runtime, func(), error) {
 	execd, err := findExecd(cfg.Runtime.ExecdPath)
 	if err != nil {
 		return nil, nil, err
@@ -67,6 +67,7 @@ func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, logger *slog
 		EgressDenyWebhook:    cfg.Egress.DenyWebhook,
 		EgressBlockDoH:       cfg.Egress.BlockDoH443,
 		EgressDoHBlocklist:   cfg.Egress.DoHBlocklist,
+		InstanceID:           instance.id,
 		Logger:               logger,
 	})
 	if err != nil {
@@ -75,6 +76,10 @@ func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, logger *slog
 			return nil, nil, fmt.Errorf("cannot reach the Docker engine at %s: start dockerd (for example `systemctl start docker`) "+
 				"or point DOCKER_HOST at a running engine: %w", cli.DaemonHost(), err)
 		}
+		return nil, nil, err
+	}
+	if err := scopeInstance(startCtx, rt, instance, logger); err != nil {
+		cli.Close()
 		return nil, nil, err
 	}
 	if egress == "" && cfg.Egress.Image == "" {

@@ -141,7 +141,11 @@ func serve(ctx context.Context, cfg serverconfig.Config, logger *slog.Logger) er
 	}
 	defer st.Close()
 
-	rt, closeRuntime, err := newDockerRuntime(ctx, cfg, logger)
+	instance, err := instanceID(ctx, cfg, st)
+	if err != nil {
+		return err
+	}
+	rt, closeRuntime, err := newDockerRuntime(ctx, cfg, instance, logger)
 	if err != nil {
 		return err
 	}

@@ -1,12 +1,11 @@
 package server
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"net/http"
 
 	"github.com/opensandbox-go/opensandbox/internal/apierror"
+	"github.com/opensandbox-go/opensandbox/internal/lifecycle"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
@@ -22,40 +21,12 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	ctx := r.Context()
-	if spec.SnapshotID != "" {
-		snap, err := s.store.GetSnapshot(ctx, spec.SnapshotID)
-		if err != nil {
-			s.writeError(w, r, fromRuntime(err, snapshotCodes, subjectSnapshot(spec.SnapshotID)))
-			return
-		}
-		if snap.Status.State != sandbox.SnapshotReady {
-			s.writeError(w, r, apierror.New(http.StatusConflict, apierror.CodeInvalidState,
-				"snapshot %q is %s; only Ready snapshots can be restored", snap.ID, snap.Status.State))
-			return
-		}
-	}
-	spec.ID = newUUID()
-	spec.ExecdToken = newToken()
-	if spec.Egress != nil {
-		spec.Egress.Token = newToken()
-	}
-	if timeout > 0 {
-		at := s.now().Add(timeout).UTC()
-		spec.ExpiresAt = &at
-	}
-	log := s.reqLog(r).With("sandbox", spec.ID)
-	log.Info("creating sandbox", "image", spec.Image, "snapshot", spec.SnapshotID, "expires_at", spec.ExpiresAt)
-	rs, err := s.rt.Create(ctx, spec)
+	rs, err := s.lc.Create(r.Context(), spec, timeout)
 	if err != nil {
 		s.writeError(w, r, createError(err, spec))
 		return
 	}
-	if spec.ExpiresAt != nil {
-		s.expiry.set(rs.ID, *spec.ExpiresAt)
-	}
-	log.Info("sandbox created", "state", rs.State)
-	v := view(rs, Overrides{})
+	v := view(rs)
 	apierror.WriteJSON(w, http.StatusAccepted, sandbox.CreateSandboxResponse{
 		ID:         v.ID,
 		Status:     v.Status,
@@ -70,7 +41,10 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 // createError maps a failed Runtime.Create. The engine's message is kept:
 // it is what tells the caller why the image or the sandbox failed.
 func createError(err error, spec runtime.Spec) *apierror.Error {
+	var le *lifecycle.Error
 	switch {
+	case errors.As(err, &le):
+		return fromRuntime(err, classCodes{}, "")
 	case errors.Is(err, runtime.ErrImagePull):
 		return apierror.Wrap(err, http.StatusBadRequest, apierror.CodeImagePullFailed, "%v", err)
 	case errors.Is(err, runtime.ErrNotFound) && spec.SnapshotID != "" && !hasClaims(spec):
@@ -89,11 +63,4 @@ func hasClaims(spec runtime.Spec) bool {
 		}
 	}
 	return false
-}
-
-// newToken is a fresh execd access token: 32 random bytes in hex.
-func newToken() string {
-	b := make([]byte, 32)
-	rand.Read(b) // never fails (crypto/rand panics instead)
-	return hex.EncodeToString(b)
 }

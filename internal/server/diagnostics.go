@@ -133,13 +133,13 @@ func (s *Server) diagnosticSummary(w http.ResponseWriter, r *http.Request) {
 	}
 	id := sandboxID(r)
 	ctx := r.Context()
-	rs, o, err := s.lookup(ctx, id)
+	rs, err := s.lookup(ctx, id)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	var b strings.Builder
-	v := view(rs, o)
+	v := view(rs)
 	fmt.Fprintf(&b, "Sandbox %s\n", v.ID)
 	fmt.Fprintf(&b, "State: %s", v.Status.State)
 	if v.Status.Reason != "" {

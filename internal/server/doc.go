@@ -11,9 +11,11 @@
 // the JSON shapes of pkg/sandbox. Errors become {code, message} replies
 // through internal/apierror only.
 //
-// The package uses a runtime driver only for its quantity parsers
-// (internal/runtime/docker.ParseCPU and ParseMemory) and never imports the
-// store implementation: the program's main wires them together.
+// The package imports no runtime driver (a test/lint rule keeps it so):
+// quantities and label rules come from internal/grammar, which drivers
+// share, and checks that depend on the engine's host are the driver's. It
+// never imports the store implementation either: the program's main wires
+// them together.
 //
 //	srv, err := server.New(server.Config{Runtime: rt, Store: st, APIKey: key})
 //	if err != nil { ... }

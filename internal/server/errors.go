@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/opensandbox-go/opensandbox/internal/apierror"
+	"github.com/opensandbox-go/opensandbox/internal/lifecycle"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 )
 
@@ -78,6 +79,9 @@ func fromRuntime(err error, c classCodes, subject string) *apierror.Error {
 	if errors.As(err, &ae) {
 		return ae
 	}
+	if le := fromLifecycle(err); le != nil {
+		return le
+	}
 	status, code := statusFor(err), codeFor(err, c)
 	msg := err.Error()
 	switch {
@@ -135,4 +139,35 @@ func badRequest(format string, args ...any) *apierror.Error {
 // notSupported is a 400 API_NOT_SUPPORTED.
 func notSupported(format string, args ...any) *apierror.Error {
 	return apierror.BadRequest(apierror.CodeAPINotSupported, format, args...)
+}
+
+// lifecycleCodes are the status and code of each lifecycle.Error kind.
+var lifecycleCodes = []struct {
+	kind   error
+	status int
+	code   string
+}{
+	{lifecycle.ErrSnapshotNotFound, http.StatusNotFound, apierror.CodeSnapshotNotFound},
+	{lifecycle.ErrInvalidArgument, http.StatusBadRequest, apierror.CodeInvalidRequest},
+	{lifecycle.ErrInvalidExpiration, http.StatusBadRequest, apierror.CodeInvalidExpiration},
+	{lifecycle.ErrNotRenewable, http.StatusConflict, apierror.CodeInvalidExpiration},
+	{lifecycle.ErrSandboxState, http.StatusConflict, apierror.CodeInvalidState},
+	{lifecycle.ErrSnapshotNotReady, http.StatusConflict, apierror.CodeInvalidState},
+	{lifecycle.ErrSnapshotBusy, http.StatusConflict, apierror.CodeInvalidState},
+	{lifecycle.ErrSnapshotInUse, http.StatusConflict, apierror.CodeInvalidState},
+}
+
+// fromLifecycle maps a *lifecycle.Error to its status and code with the
+// lifecycle's message, or returns nil for other errors.
+func fromLifecycle(err error) *apierror.Error {
+	var le *lifecycle.Error
+	if !errors.As(err, &le) {
+		return nil
+	}
+	for _, m := range lifecycleCodes {
+		if errors.Is(le.Kind, m.kind) {
+			return &apierror.Error{Status: m.status, Code: m.code, Message: le.Message, Cause: err}
+		}
+	}
+	return nil
 }

@@ -66,10 +66,10 @@ func TestExpiryRechecksBeforeDeleting(t *testing.T) {
 	sb.ExpiresAt = &past
 	e.rt.add(sb)
 	e.store.PutOverrides(t.Context(), "sb1", Overrides{ExpiresAt: &future})
-	e.srv.expiry.set("sb1", past)
+	e.srv.lc.Schedule("sb1", past)
 	e.run()
 	waitFor(t, "re-armed deadline", 5*time.Second, func() bool {
-		d, ok := e.srv.expiry.deadline("sb1")
+		d, ok := e.srv.lc.Deadline("sb1")
 		return ok && d.Equal(future)
 	})
 	if !e.rt.has("sb1") {
@@ -91,14 +91,14 @@ func TestRunRebuildsExpiry(t *testing.T) {
 	e.run()
 	waitFor(t, "deletion of the sandbox that expired while down", 5*time.Second, func() bool { return !e.rt.has("gone") })
 	waitFor(t, "rebuilt deadlines", 5*time.Second, func() bool {
-		_, a := e.srv.expiry.deadline("later")
-		_, b := e.srv.expiry.deadline("renewed")
+		_, a := e.srv.lc.Deadline("later")
+		_, b := e.srv.lc.Deadline("renewed")
 		return a && b
 	})
-	if d, _ := e.srv.expiry.deadline("renewed"); !d.Equal(renewed) {
+	if d, _ := e.srv.lc.Deadline("renewed"); !d.Equal(renewed) {
 		t.Errorf("deadline of renewed = %v, want the override %v", d, renewed)
 	}
-	if _, ok := e.srv.expiry.deadline("manual"); ok {
+	if _, ok := e.srv.lc.Deadline("manual"); ok {
 		t.Errorf("manual-cleanup sandbox got a deadline")
 	}
 	for _, id := range []string{"later", "renewed", "manual"} {
@@ -126,7 +126,7 @@ func TestExpiredSandboxIsGoneBeforeTheTimerFires(t *testing.T) {
 	if len(list.Items) != 1 || list.Items[0].ID != "manual" {
 		t.Errorf("list = %+v, want only the manual-cleanup sandbox", list.Items)
 	}
-	if _, armed := e.srv.expiry.deadline("b"); !armed {
+	if _, armed := e.srv.lc.Deadline("b"); !armed {
 		t.Errorf("listing an expired sandbox did not arm its deletion")
 	}
 	wantError(t, "GET expired", e.do("GET", "/v1/sandboxes/a", nil), 404, "SANDBOX_NOT_FOUND")
@@ -135,24 +135,6 @@ func TestExpiredSandboxIsGoneBeforeTheTimerFires(t *testing.T) {
 	}
 	if !containsAll(e.logs.String(), "reason=ttl_expiry", "sandbox=a") {
 		t.Errorf("no ttl_expiry log line for a:\n%s", e.logs.String())
-	}
-}
-
-func TestExpiryDue(t *testing.T) {
-	x := newExpiry()
-	now := time.Now()
-	x.set("a", now.Add(-time.Second))
-	x.set("b", now.Add(time.Minute))
-	x.set("c", now)
-	x.setIfAbsent("b", now.Add(-time.Hour)) // ignored: b has a deadline
-	x.set("d", now.Add(time.Second))
-	x.cancel("d")
-	ids, next := x.due(now)
-	if len(ids) != 2 || !next.Equal(now.Add(time.Minute)) {
-		t.Errorf("due(now) = %v, next %v; want [a c] and now+1m", ids, next)
-	}
-	if ids, next := x.due(now); len(ids) != 0 || next.IsZero() {
-		t.Errorf("second due(now) = %v, %v; want nothing due and b pending", ids, next)
 	}
 }
 

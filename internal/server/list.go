@@ -29,8 +29,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	}
 	states := parseStates(q)
 
-	ctx := r.Context()
-	all, err := s.rt.List(ctx)
+	all, err := s.lc.List(r.Context())
 	if err != nil {
 		s.writeError(w, r, fromRuntime(err, classCodes{}, ""))
 		return
@@ -40,17 +39,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		if !states.match(rs.State) {
 			continue
 		}
-		o, err := s.store.GetOverrides(ctx, rs.ID)
-		if err != nil {
-			s.writeError(w, r, fromRuntime(err, classCodes{}, ""))
-			return
-		}
-		if s.expired(rs, o) {
-			// Due for deletion: hide it and let the expiry loop act now.
-			s.expiry.set(rs.ID, s.now())
-			continue
-		}
-		v := view(rs, o)
+		v := view(rs)
 		if !meta.match(v.Metadata) {
 			continue
 		}

@@ -307,7 +307,7 @@ func TestProxyTokenCached(t *testing.T) {
 	}
 	// Deleting the sandbox forgets its token.
 	p.do("DELETE", "/v1/sandboxes/sb1", nil)
-	if _, ok := p.srv.tokens.get("sb1", time.Now()); ok {
+	if p.srv.lc.TokenCached("sb1") {
 		t.Errorf("token of deleted sandbox sb1 still cached")
 	}
 }

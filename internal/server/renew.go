@@ -26,36 +26,10 @@ func (s *Server) renewExpiration(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := sandboxID(r)
-	ctx := r.Context()
-	defer s.locks.lock(id)()
-	rs, o, err := s.lookup(ctx, id)
+	at, err := s.lc.Renew(r.Context(), id, req.ExpiresAt)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, r, fromRuntime(err, sandboxCodes, subjectSandbox(id)))
 		return
 	}
-	if effectiveExpiry(rs, o) == nil {
-		s.writeError(w, r, apierror.New(http.StatusConflict, apierror.CodeInvalidExpiration,
-			"sandbox %q was created without a timeout and does not expire; it cannot be renewed", id))
-		return
-	}
-	now := s.now()
-	at := req.ExpiresAt.UTC()
-	if !at.After(now) {
-		s.writeError(w, r, apierror.BadRequest(apierror.CodeInvalidExpiration,
-			"expiresAt %s is not in the future", at.Format("2006-01-02T15:04:05Z07:00")))
-		return
-	}
-	if s.cfg.MaxTimeout > 0 && at.Sub(now) > s.cfg.MaxTimeout {
-		s.writeError(w, r, apierror.BadRequest(apierror.CodeInvalidExpiration,
-			"expiresAt %s is more than the maximum timeout (%s) from now", at.Format("2006-01-02T15:04:05Z07:00"), s.cfg.MaxTimeout))
-		return
-	}
-	o.ExpiresAt = &at
-	if err := s.store.PutOverrides(ctx, id, o); err != nil {
-		s.writeError(w, r, fromRuntime(err, classCodes{}, ""))
-		return
-	}
-	s.expiry.set(id, at)
-	s.reqLog(r).Info("sandbox expiry renewed", "sandbox", id, "expires_at", at)
 	apierror.WriteJSON(w, http.StatusOK, sandbox.RenewSandboxExpirationResponse{ExpiresAt: at})
 }

@@ -2,8 +2,8 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"time"
@@ -16,17 +16,19 @@ import (
 // subjectSandbox names a sandbox in error messages.
 func subjectSandbox(id string) string { return fmt.Sprintf("sandbox %q", id) }
 
-// view is the API form of a runtime sandbox with its overrides applied.
-// Registry credentials are never part of it.
-func view(rs runtime.Sandbox, o Overrides) sandbox.SandboxInfo {
+// view is the API form of a sandbox whose overrides the lifecycle
+// applied. Registry credentials are never part of it.
+func view(rs runtime.Sandbox) sandbox.SandboxInfo {
 	v := sandbox.SandboxInfo{
 		ID:         rs.ID,
 		SnapshotID: rs.SnapshotID,
 		Status:     status(rs),
-		Metadata:   effectiveMetadata(rs, o),
 		Entrypoint: slices.Clone(rs.Entrypoint),
-		ExpiresAt:  utcPtr(effectiveExpiry(rs, o)),
+		ExpiresAt:  utcPtr(rs.ExpiresAt),
 		CreatedAt:  rs.CreatedAt.UTC(),
+	}
+	if len(rs.Metadata) > 0 {
+		v.Metadata = rs.Metadata
 	}
 	if rs.Image != "" {
 		v.Image = &sandbox.ImageSpec{URI: rs.Image}
@@ -48,28 +50,6 @@ func status(rs runtime.Sandbox) sandbox.SandboxStatus {
 	return st
 }
 
-// effectiveMetadata is the metadata a sandbox shows: the override when
-// one was stored, else what it was created with; nil when empty.
-func effectiveMetadata(rs runtime.Sandbox, o Overrides) map[string]string {
-	m := rs.Metadata
-	if o.Metadata != nil {
-		m = o.Metadata
-	}
-	if len(m) == 0 {
-		return nil
-	}
-	return m
-}
-
-// effectiveExpiry is when a sandbox expires: the renewed expiry when one
-// was stored, else the one it was created with; nil for manual cleanup.
-func effectiveExpiry(rs runtime.Sandbox, o Overrides) *time.Time {
-	if o.ExpiresAt != nil {
-		return o.ExpiresAt
-	}
-	return rs.ExpiresAt
-}
-
 func utcPtr(t *time.Time) *time.Time {
 	if t == nil {
 		return nil
@@ -78,75 +58,50 @@ func utcPtr(t *time.Time) *time.Time {
 	return &u
 }
 
-// lookup reads a sandbox and its overrides.
-func (s *Server) lookup(ctx context.Context, id string) (runtime.Sandbox, Overrides, error) {
-	rs, err := s.rt.Get(ctx, id)
+// lookup reads a sandbox with its overrides applied, taking no action
+// on an overdue one.
+func (s *Server) lookup(ctx context.Context, id string) (runtime.Sandbox, error) {
+	rs, err := s.lc.Lookup(ctx, id)
 	if err != nil {
-		return rs, Overrides{}, fromRuntime(err, sandboxCodes, subjectSandbox(id))
+		return rs, fromRuntime(err, sandboxCodes, subjectSandbox(id))
 	}
-	o, err := s.store.GetOverrides(ctx, id)
-	if err != nil {
-		return rs, Overrides{}, fromRuntime(err, classCodes{}, "")
-	}
-	return rs, o, nil
+	return rs, nil
 }
 
-// getSandbox answers with the sandbox. One whose expiry has passed (the
-// timer may not have fired yet, for instance right after a restart) is
-// deleted now and reported missing, so callers never see it outlive its
-// expiry.
+// getSandbox answers with the sandbox; one whose expiry has passed is
+// deleted now and reported missing (see lifecycle.Service.Get).
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 	id := sandboxID(r)
-	ctx := r.Context()
-	rs, o, err := s.lookup(ctx, id)
-	if err == nil && s.expired(rs, o) && s.expire(ctx, id) {
-		err = fromRuntime(runtime.ErrNotFound, sandboxCodes, subjectSandbox(id))
-	}
+	rs, err := s.lc.Get(r.Context(), id)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.writeError(w, r, fromRuntime(err, sandboxCodes, subjectSandbox(id)))
 		return
 	}
-	apierror.WriteJSON(w, http.StatusOK, view(rs, o))
+	apierror.WriteJSON(w, http.StatusOK, view(rs))
 }
 
 func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 	id := sandboxID(r)
-	if err := s.removeSandbox(r.Context(), id, "user_delete"); err != nil {
-		s.writeError(w, r, err)
+	if err := s.lc.Delete(r.Context(), id, "user_delete"); err != nil {
+		s.writeError(w, r, fromRuntime(err, sandboxCodes, subjectSandbox(id)))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// removeSandbox deletes a sandbox and everything the server keeps about
-// it: expiry deadline, overrides, cached token.
-func (s *Server) removeSandbox(ctx context.Context, id, reason string) error {
-	defer s.locks.lock(id)()
-	return s.removeSandboxLocked(ctx, id, reason)
-}
-
-// removeSandboxLocked is removeSandbox for a caller holding id's lock.
-func (s *Server) removeSandboxLocked(ctx context.Context, id, reason string) error {
-	err := s.rt.Delete(ctx, id)
-	if err != nil && !errors.Is(err, runtime.ErrNotFound) {
-		return fromRuntime(err, sandboxCodes, subjectSandbox(id))
-	}
-	// The sandbox is gone (or never was): forget it either way.
-	s.expiry.cancel(id)
-	s.tokens.forget(id)
-	if serr := s.store.DeleteOverrides(ctx, id); serr != nil && !errors.Is(serr, runtime.ErrNotFound) {
-		logFrom(ctx, s.log).Warn("deleting sandbox overrides", "sandbox", id, "err", serr)
-	}
+// execdToken returns the execd token of sandbox id (cached by the
+// lifecycle).
+func (s *Server) execdToken(ctx context.Context, id string) (string, error) {
+	t, err := s.lc.ExecdToken(ctx, id)
 	if err != nil {
-		return fromRuntime(err, sandboxCodes, subjectSandbox(id))
+		return "", fromRuntime(err, sandboxCodes, subjectSandbox(id))
 	}
-	logFrom(ctx, s.log).Info("sandbox deleted", "sandbox", id, "reason", reason)
-	return nil
+	return t, nil
 }
 
 func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 	id := sandboxID(r)
-	if err := s.rt.Pause(r.Context(), id); err != nil {
+	if err := s.lc.Pause(r.Context(), id); err != nil {
 		s.writeError(w, r, fromRuntime(err, runningCodes, subjectSandbox(id)))
 		return
 	}
@@ -155,10 +110,17 @@ func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 	id := sandboxID(r)
-	if err := s.rt.Resume(r.Context(), id); err != nil {
+	if err := s.lc.Resume(r.Context(), id); err != nil {
 		codes := classCodes{notFound: apierror.CodeSandboxNotFound, conflict: apierror.CodeSandboxNotPaused}
 		s.writeError(w, r, fromRuntime(err, codes, subjectSandbox(id)))
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// requestLogger is the logger of a request's context, or nil outside
+// requests: the lifecycle logs with it so its lines carry the request id.
+func requestLogger(ctx context.Context) *slog.Logger {
+	l, _ := ctx.Value(loggerKey{}).(*slog.Logger)
+	return l
 }

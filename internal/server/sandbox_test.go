@@ -225,7 +225,7 @@ func TestDeleteSandbox(t *testing.T) {
 	e := newEnv(t)
 	id := e.createSandbox(createBody())
 	e.do("PATCH", "/v1/sandboxes/"+id+"/metadata", map[string]any{"k": "v"})
-	if _, ok := e.srv.expiry.deadline(id); !ok {
+	if _, ok := e.srv.lc.Deadline(id); !ok {
 		t.Fatalf("sandbox %s has no expiry deadline after create", id)
 	}
 	r := e.do("DELETE", "/v1/sandboxes/"+id, nil)
@@ -235,7 +235,7 @@ func TestDeleteSandbox(t *testing.T) {
 	if e.rt.has(id) {
 		t.Errorf("runtime still has %s after DELETE", id)
 	}
-	if _, ok := e.srv.expiry.deadline(id); ok {
+	if _, ok := e.srv.lc.Deadline(id); ok {
 		t.Errorf("expiry deadline of %s survived DELETE", id)
 	}
 	if o, _ := e.store.GetOverrides(t.Context(), id); o.Metadata != nil {
@@ -316,36 +316,6 @@ func TestPatchMetadata(t *testing.T) {
 	wantError(t, "PATCH missing", e.do("PATCH", "/v1/sandboxes/nope/metadata", `{}`), 404, apierror.CodeSandboxNotFound)
 }
 
-func TestMergePatch(t *testing.T) {
-	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
-	tests := []struct {
-		cur   map[string]string
-		patch map[string]json.RawMessage
-		want  map[string]string
-		ok    bool
-	}{
-		{nil, map[string]json.RawMessage{}, map[string]string{}, true},
-		{nil, map[string]json.RawMessage{"a": raw(`"1"`)}, map[string]string{"a": "1"}, true},
-		{map[string]string{"a": "1"}, map[string]json.RawMessage{"a": raw(` null `)}, map[string]string{}, true},
-		{map[string]string{"a": "1"}, map[string]json.RawMessage{"b": raw(`""`)}, map[string]string{"a": "1", "b": ""}, true},
-		{nil, map[string]json.RawMessage{"a": raw(`true`)}, nil, false},
-		{nil, map[string]json.RawMessage{"a": raw(`["x"]`)}, nil, false},
-	}
-	for _, tc := range tests {
-		cur := map[string]string{}
-		for k, v := range tc.cur {
-			cur[k] = v
-		}
-		got, err := mergePatch(tc.cur, tc.patch)
-		if (err == nil) != tc.ok || (tc.ok && !reflect.DeepEqual(got, tc.want)) {
-			t.Errorf("mergePatch(%v, %s) = %v, %v; want %v, ok=%v", tc.cur, tc.patch, got, err, tc.want, tc.ok)
-		}
-		if tc.cur != nil && !reflect.DeepEqual(cur, tc.cur) {
-			t.Errorf("mergePatch modified its input: %v, was %v", tc.cur, cur)
-		}
-	}
-}
-
 func TestRenewExpiration(t *testing.T) {
 	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 	e := newEnv(t, func(c *Config) {
@@ -366,7 +336,7 @@ func TestRenewExpiration(t *testing.T) {
 	if got := decode[sandbox.RenewSandboxExpirationResponse](t, r).ExpiresAt; !got.Equal(at) || !strings.Contains(string(r.body), "Z") {
 		t.Errorf("renew reply %s, want %v in UTC", r.body, at)
 	}
-	if d, ok := e.srv.expiry.deadline("sb1"); !ok || !d.Equal(at) {
+	if d, ok := e.srv.lc.Deadline("sb1"); !ok || !d.Equal(at) {
 		t.Errorf("deadline after renew = %v %v, want %v", d, ok, at)
 	}
 	if got := decode[sandbox.SandboxInfo](t, e.do("GET", "/v1/sandboxes/sb1", nil)).ExpiresAt; got == nil || !got.Equal(at) {

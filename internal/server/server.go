@@ -5,48 +5,26 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/opensandbox-go/opensandbox/internal/lifecycle"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
-	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
 // DefaultMinTimeout is the lowest sandbox timeout a create accepts when
 // Config.MinTimeout is zero.
-const DefaultMinTimeout = 60 * time.Second
+const DefaultMinTimeout = lifecycle.DefaultMinTimeout
 
 // maxJSONBody caps every JSON request body.
 const maxJSONBody = 1 << 20
 
-// Store is what the server keeps outside the runtime: snapshot records and
-// per-sandbox overrides. internal/store implements it.
-type Store interface {
-	PutSnapshot(ctx context.Context, s sandbox.Snapshot) error
-	// GetSnapshot fails with an error matching runtime.ErrNotFound when
-	// there is no such snapshot.
-	GetSnapshot(ctx context.Context, id string) (sandbox.Snapshot, error)
-	ListSnapshots(ctx context.Context) ([]sandbox.Snapshot, error)
-	DeleteSnapshot(ctx context.Context, id string) error
-	// GetOverrides returns the zero Overrides when none are stored.
-	GetOverrides(ctx context.Context, sandboxID string) (Overrides, error)
-	PutOverrides(ctx context.Context, sandboxID string, o Overrides) error
-	DeleteOverrides(ctx context.Context, sandboxID string) error
-}
+// Store is what the server keeps outside the runtime (see
+// lifecycle.Store); internal/store implements it.
+type Store = lifecycle.Store
 
-// Overrides are the changes made to a sandbox after it was created, which
-// the runtime keeps no record of.
-type Overrides struct {
-	// Metadata, when non-nil, is the sandbox's whole metadata after
-	// PATCHes; it replaces what the runtime reports. It has no omitempty
-	// so that an empty map (every key deleted) survives a JSON round trip
-	// instead of turning back into nil.
-	Metadata map[string]string `json:"metadata"`
-	// ExpiresAt, when non-nil, is the expiry after a renew; it replaces
-	// what the runtime reports.
-	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
-}
+// Overrides are the changes made to a sandbox after it was created (see
+// lifecycle.Overrides).
+type Overrides = lifecycle.Overrides
 
 // Config is what a Server is built from. Runtime and Store are required.
 type Config struct {
@@ -82,41 +60,27 @@ type Config struct {
 
 // DefaultSweepInterval is how often leftovers of interrupted work are
 // looked for.
-const DefaultSweepInterval = 10 * time.Minute
+const DefaultSweepInterval = lifecycle.DefaultSweepInterval
 
-// Server is the lifecycle API. Build it with New, serve Handler, and run
-// Run for its background work.
+// Server is the OpenSandbox lifecycle API over a lifecycle.Service.
+// Build it with New, serve Handler, and run Run for its background work.
 type Server struct {
 	cfg     Config
-	rt      runtime.Runtime
-	store   Store
+	lc      *lifecycle.Service
+	rt      runtime.Runtime // for the calls that pass straight through
 	log     *slog.Logger
-	now     func() time.Time
 	mux     *http.ServeMux
 	handler http.Handler
 
-	// locks serialises the read-modify-write operations on one sandbox
-	// (metadata patch, renew, delete, expiry).
-	locks keyedMutex
-	// expiry holds the deadlines of sandboxes that expire.
-	expiry *expiry
-	// tokens caches execd tokens for the proxy.
-	tokens tokenCache
 	// proxy forwards /sandboxes/{id}/proxy/{port}/... requests.
 	proxy *sandboxProxy
 	// callers tells requests from inside a sandbox; nil when the runtime
 	// cannot say (then none is treated as one).
 	callers *sandboxCallers
 
-	// bg is the context of background work started by handlers
-	// (snapshot workers); Run cancels it when it returns.
+	// bg ends when Run returns (hijacked proxy connections watch it).
 	bg       context.Context
 	cancelBg context.CancelFunc
-	workers  sync.WaitGroup
-	// capturing holds the ids of snapshots this process is taking, so
-	// that Run's recovery leaves them alone.
-	capturing sync.Map
-	running   atomic.Bool
 }
 
 // New checks cfg and builds a Server.
@@ -147,15 +111,25 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.AllowedHostPaths = roots
-	s := &Server{
-		cfg:   cfg,
-		rt:    cfg.Runtime,
-		store: cfg.Store,
-		log:   cfg.Logger,
-		now:   cfg.Now,
-		mux:   http.NewServeMux(),
+	lc, err := lifecycle.New(lifecycle.Config{
+		Runtime:       cfg.Runtime,
+		Store:         cfg.Store,
+		MaxTimeout:    cfg.MaxTimeout,
+		Logger:        cfg.Logger,
+		LoggerFrom:    requestLogger,
+		Now:           cfg.Now,
+		SweepInterval: cfg.SweepInterval,
+	})
+	if err != nil {
+		return nil, err
 	}
-	s.expiry = newExpiry()
+	s := &Server{
+		cfg: cfg,
+		lc:  lc,
+		rt:  cfg.Runtime,
+		log: cfg.Logger,
+		mux: http.NewServeMux(),
+	}
 	s.bg, s.cancelBg = context.WithCancel(context.Background())
 	s.proxy = newSandboxProxy(s)
 	if sn, ok := cfg.Runtime.(runtime.SandboxNetworks); ok {
@@ -181,4 +155,18 @@ func NewHTTPServer(h http.Handler, addr string) *http.Server {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    1 << 20,
 	}
+}
+
+// Lifecycle returns the service the server is a front end of, so that
+// another front end can share it.
+func (s *Server) Lifecycle() *lifecycle.Service { return s.lc }
+
+// Run does the lifecycle's background work (see lifecycle.Service.Run)
+// until ctx ends; when ctx ends, so do the connections the proxy
+// hijacked. It returns nil after every background goroutine finished.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.cancelBg()
+	stop := context.AfterFunc(ctx, s.cancelBg)
+	defer stop()
+	return s.lc.Run(ctx)
 }

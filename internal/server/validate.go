@@ -5,25 +5,20 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	goruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/egress/policy"
+	"github.com/opensandbox-go/opensandbox/internal/grammar"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
-	"github.com/opensandbox-go/opensandbox/internal/runtime/docker"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
 // defaultEntrypoint keeps a sandbox restored from a snapshot alive when the
 // request names no entrypoint.
 var defaultEntrypoint = []string{"tail", "-f", "/dev/null"}
-
-// minMemory is the smallest memory limit accepted (the engine refuses less,
-// and execd needs some room).
-const minMemory = 6 << 20
 
 // extPoolRef is the extension that asks for a pooled sandbox.
 const extPoolRef = "poolRef"
@@ -145,18 +140,15 @@ func checkResources(limits map[string]string) (runtime.Resources, error) {
 		v := strings.TrimSpace(limits[k])
 		switch k {
 		case "cpu":
-			n, err := docker.ParseCPU(v)
+			n, err := grammar.ParseCPU(v)
 			if err != nil || n <= 0 {
 				return res, badRequest("resourceLimits.cpu %q is not a positive CPU quantity such as \"500m\" or \"2\"", limits[k])
 			}
 			res.NanoCPUs = n
 		case "memory":
-			n, err := docker.ParseMemory(v)
+			n, err := grammar.ParseMemory(v)
 			if err != nil {
 				return res, badRequest("resourceLimits.memory %q is not a memory quantity such as \"512Mi\" or \"2Gi\"", limits[k])
-			}
-			if n < minMemory {
-				return res, badRequest("resourceLimits.memory %q is below the minimum of 6Mi", limits[k])
 			}
 			res.MemoryBytes = n
 		case "gpu":
@@ -191,7 +183,8 @@ func checkEnv(env map[string]string) error {
 	return nil
 }
 
-// checkPlatform accepts linux on the server's own architecture.
+// checkPlatform accepts linux on amd64 or arm64; whether the engine's
+// host can run the architecture is the runtime's check.
 func checkPlatform(p *sandbox.PlatformSpec) (*runtime.Platform, error) {
 	if p == nil {
 		return nil, nil
@@ -211,9 +204,6 @@ func checkPlatform(p *sandbox.PlatformSpec) (*runtime.Platform, error) {
 		return nil, badRequest("platform.arch is required when platform is given")
 	default:
 		return nil, badRequest("platform.arch %q: want amd64 or arm64", p.Arch)
-	}
-	if p.Arch != goruntime.GOARCH {
-		return nil, badRequest("platform.arch %q cannot be satisfied: this server runs %s sandboxes", p.Arch, goruntime.GOARCH)
 	}
 	return &runtime.Platform{OS: p.OS, Arch: p.Arch}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/opensandbox-go/opensandbox/internal/apierror"
+	"github.com/opensandbox-go/opensandbox/internal/grammar"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
@@ -27,8 +28,8 @@ func (s *Server) checkVolumes(vols []sandbox.Volume) ([]runtime.Volume, error) {
 		if v.Name == "" {
 			return nil, badRequest("%s.name is required", field)
 		}
-		if msg := dnsLabelProblem(v.Name); msg != "" {
-			return nil, badRequest("%s.name %q %s", field, v.Name, msg)
+		if err := grammar.CheckDNSLabel(v.Name); err != nil {
+			return nil, badRequest("%s.name %v", field, err)
 		}
 		if names[v.Name] {
 			return nil, badRequest("%s.name %q is used by another volume", field, v.Name)
@@ -62,8 +63,8 @@ func (s *Server) checkVolumes(vols []sandbox.Volume) ([]runtime.Volume, error) {
 			}
 			rv.HostPath = p
 		case v.PVC != nil:
-			if msg := subdomainProblem(v.PVC.ClaimName); msg != "" {
-				return nil, badRequest("%s.pvc.claimName %q is not a DNS-1123 name: it %s", field, v.PVC.ClaimName, msg)
+			if err := grammar.CheckDNSSubdomain(v.PVC.ClaimName); err != nil {
+				return nil, badRequest("%s.pvc.claimName is not a DNS-1123 name: %v", field, err)
 			}
 			rv.ClaimName = v.PVC.ClaimName
 			rv.CreateIfNotExists = v.PVC.CreateIfNotExists == nil || *v.PVC.CreateIfNotExists

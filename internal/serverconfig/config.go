@@ -82,6 +82,13 @@ type Server struct {
 	// min_sandbox_timeout_seconds: the shortest timeout, in seconds;
 	// default 60. Values 1-59 are for tests and log a warning.
 	MinSandboxTimeoutSeconds int64 `toml:"min_sandbox_timeout_seconds"`
+	// instance_id: the label value that scopes this server's sandboxes
+	// on a shared engine (a DNS-1123 label: 1-63 lower case letters,
+	// digits and '-'); default "" = the identity of the store, generated
+	// once and kept in it. Servers on one engine only see sandboxes with
+	// their own instance id; an explicit id is claimed on the engine for
+	// this server's store, and a server with another store refuses it.
+	InstanceID string `toml:"instance_id"`
 }
 
 // Addr is the host:port the server listens on.

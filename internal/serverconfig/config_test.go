@@ -256,6 +256,8 @@ func TestLoadInvalidValues(t *testing.T) {
 		{"max timeout below 60", "[server]\nmax_sandbox_timeout_seconds = 30\n", []string{"server.max_sandbox_timeout_seconds = 30"}},
 		{"max timeout negative", "[server]\nmax_sandbox_timeout_seconds = -1\n", []string{"server.max_sandbox_timeout_seconds = -1"}},
 		{"min timeout zero", "[server]\nmin_sandbox_timeout_seconds = 0\n", []string{"server.min_sandbox_timeout_seconds = 0"}},
+		{"instance id upper case", "[server]\ninstance_id = \"Team_A\"\n", []string{"server.instance_id = \"Team_A\""}},
+		{"instance id too long", "[server]\ninstance_id = \"" + strings.Repeat("a", 64) + "\"\n", []string{"server.instance_id"}},
 		{"min above max", "[server]\nmax_sandbox_timeout_seconds = 100\nmin_sandbox_timeout_seconds = 200\n", []string{"server.min_sandbox_timeout_seconds = 200"}},
 		{"api key with space", "[server]\napi_key = \" k\"\n", []string{"server.api_key"}},
 		{"log level", "[log]\nlevel = \"loud\"\n", []string{`log.level = "loud"`}},

@@ -71,6 +71,10 @@ port = 8080                      # listen port
 # eip = "sandbox.example.com"
 max_sandbox_timeout_seconds = 0  # longest sandbox timeout; 0 = no limit, else >= 60
 min_sandbox_timeout_seconds = 60 # shortest sandbox timeout (below 60 only for tests)
+# Scopes this server's sandboxes on a shared engine; "" = an id generated
+# once and kept in the store. Two servers with separate stores never
+# share one: the second refuses to start.
+instance_id = ""
 
 [log]
 level = "info"                   # debug, info, warn or error

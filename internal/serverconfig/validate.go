@@ -7,14 +7,14 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
+
+	"github.com/opensandbox-go/opensandbox/internal/grammar"
 )
 
 var (
 	capabilityRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]*$`)
 	networkRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]+$`)
-	quantityRE   = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$`)
 )
 
 // validate checks every value, normalising a few in place (lower-case
@@ -50,6 +50,10 @@ func validate(c *Config) (warnings, problems []string) {
 		bad("server.min_sandbox_timeout_seconds", minT, "want at least 1")
 	case minT < DefaultMinTimeoutSeconds:
 		warnings = append(warnings, fmt.Sprintf("server.min_sandbox_timeout_seconds = %d is below %d: meant for tests only", minT, DefaultMinTimeoutSeconds))
+	}
+
+	if id := c.Server.InstanceID; id != "" && grammar.CheckInstanceID(id) != nil {
+		bad("server.instance_id", id, "want 1-63 lower case letters, digits and '-', starting and ending with a letter or digit")
 	}
 
 	// [log]
@@ -190,13 +194,10 @@ func validate(c *Config) (warnings, problems []string) {
 	return warnings, problems
 }
 
-// positiveQuantity reports whether v is a size such as "1Gi" greater than zero.
+// positiveQuantity reports whether v is a size such as "1Gi" greater than
+// zero, in the grammar resourceLimits use.
 func positiveQuantity(v string) bool {
-	m := quantityRE.FindStringSubmatch(v)
-	if m == nil {
-		return false
-	}
-	n, err := strconv.ParseFloat(m[1], 64)
+	n, err := grammar.ParseMemory(v)
 	return err == nil && n > 0
 }
 

@@ -39,6 +39,7 @@ type serverOpts struct {
 	minTimeout int // seconds; default 1
 	extraTOML  string
 	dockerTOML string // more keys of the [docker] table
+	serverTOML string // more keys of the [server] table
 	storeDir   string // reuse a store across restarts
 	addr       string // reuse an address across restarts
 }
@@ -63,7 +64,7 @@ host = %q
 port = %s
 api_key = %q
 min_sandbox_timeout_seconds = %d
-
+%s
 [log]
 level = "debug"
 
@@ -78,7 +79,7 @@ host_ip = "127.0.0.1"
 [store]
 path = %q
 %s
-`, host, port, testAPIKey, o.minTimeout, execd, o.dockerTOML, filepath.Join(o.storeDir, "store.db"), o.extraTOML)
+`, host, port, testAPIKey, o.minTimeout, o.serverTOML, execd, o.dockerTOML, filepath.Join(o.storeDir, "store.db"), o.extraTOML)
 	cfgPath := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

@@ -6,13 +6,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opensandbox-go/opensandbox/internal/grammar"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 )
 
 // Labels the driver keeps on containers and volumes. Everything Get and
 // List report comes from them, so the engine is the only record.
 const (
-	labelPrefix = "opensandbox.io/"
+	labelPrefix = grammar.ReservedLabelPrefix
 
 	labelID             = labelPrefix + "id"
 	labelImage          = labelPrefix + "image"
@@ -206,13 +207,5 @@ func sandboxFromLabels(v labelView) runtime.Sandbox {
 // owns reports whether a container with these labels belongs to this
 // runtime: it carries our id label and every configured extra label.
 func (r *Runtime) owns(labels map[string]string, id string) bool {
-	if labels[labelID] != id || id == "" {
-		return false
-	}
-	for k, v := range r.opts.Labels {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
+	return labels[labelID] == id && id != "" && r.scoped(labels)
 }

@@ -24,8 +24,14 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 	if !found && !errors.Is(inspectErr, runtime.ErrNotFound) {
 		return inspectErr
 	}
-	// The sidecar goes whether or not the sandbox container is still there.
-	if err := r.removeSidecar(ctx, id); err != nil {
+	// The sidecar goes whether or not the sandbox container is still
+	// there, but without it only if it carries this runtime's labels: the
+	// id may be another instance's sandbox.
+	removeSidecar := r.removeSidecar
+	if !found {
+		removeSidecar = r.removeScopedSidecar
+	}
+	if err := removeSidecar(ctx, id); err != nil {
 		return err
 	}
 	var volumes []string

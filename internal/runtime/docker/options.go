@@ -18,6 +18,7 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"github.com/opensandbox-go/opensandbox/internal/grammar"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
@@ -107,6 +108,13 @@ type Options struct {
 	// runtime creates, and List and Get only see containers carrying
 	// all of them (several servers or test runs can share one engine).
 	Labels map[string]string
+	// InstanceID, when set, scopes the runtime to one server instance:
+	// it is put as the label opensandbox.io/instance on every container,
+	// volume and snapshot image the runtime creates, and Get, List,
+	// Delete, Address, Pause, Resume and Sweep only see objects carrying
+	// it. Servers with different instance ids share an engine without
+	// seeing each other's sandboxes. It must be a DNS-1123 label.
+	InstanceID string
 	// Logger receives driver logs; nil uses slog.Default().
 	Logger *slog.Logger
 }
@@ -141,6 +149,9 @@ type Runtime struct {
 	securityOpt []string
 	// execdTar holds the tar stream CopyToContainer sends (ExecdCopy only).
 	execdTar []byte
+	// arch is the CPU architecture of the engine's host, in the API's
+	// names (amd64, arm64).
+	arch string
 	// network is "host", "bridge" or the name of the user-defined network
 	// sandboxes join (see setupNetwork); containers name the latter by
 	// the id checkNetwork validated.
@@ -224,6 +235,9 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 			return nil, fmt.Errorf("docker: OCI runtime %q is not configured in the engine (it knows %s): %w",
 				opts.Runtime, strings.Join(known, ", "), runtime.ErrInvalid)
 		}
+	}
+	if err := r.readEngineArch(ctx); err != nil {
+		return nil, err
 	}
 	if opts.ExecdCopy {
 		if r.execdTar, err = execdArchive(opts.ExecdPath); err != nil {
@@ -311,6 +325,15 @@ func (o *Options) setDefaults() error {
 		if strings.HasPrefix(k, labelPrefix) {
 			return fmt.Errorf("docker: label %q uses the reserved prefix %s: %w", k, labelPrefix, runtime.ErrInvalid)
 		}
+	}
+	if o.InstanceID != "" {
+		if err := grammar.CheckInstanceID(o.InstanceID); err != nil {
+			return fmt.Errorf("docker: %w", err)
+		}
+		if o.Labels == nil {
+			o.Labels = map[string]string{}
+		}
+		o.Labels[labelInstance] = o.InstanceID
 	}
 	return nil
 }

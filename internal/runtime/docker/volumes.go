@@ -199,6 +199,9 @@ func (r *Runtime) removeVolumes(ctx context.Context, id string, names []string) 
 // it (found by label, so a half-finished delete can be completed).
 func (r *Runtime) leftoverVolumes(ctx context.Context, id string) ([]string, error) {
 	f := filters.NewArgs(filters.Arg("label", labelManagedBy+"="+id), filters.Arg("label", labelDeleteWithSandbox+"=true"))
+	for k, v := range r.opts.Labels {
+		f.Add("label", k+"="+v)
+	}
 	resp, err := r.cli.VolumeList(ctx, volume.ListOptions{Filters: f})
 	if err != nil {
 		return nil, engineErr(err, "docker: sandbox %s: list volumes", id)

@@ -1,7 +1,6 @@
-package server
+package lifecycle
 
 import (
-	"context"
 	"sync"
 	"time"
 )
@@ -11,8 +10,8 @@ import (
 // when sandboxes disappear behind the server's back.
 const tokenTTL = 5 * time.Minute
 
-// tokenCache remembers execd tokens so the proxy does not ask the engine
-// for one on every request. The zero value is ready to use.
+// tokenCache remembers execd tokens so that a proxy does not ask the
+// engine for one on every request. The zero value is ready to use.
 type tokenCache struct {
 	mu sync.Mutex
 	m  map[string]cachedToken
@@ -53,18 +52,4 @@ func (c *tokenCache) forget(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.m, id)
-}
-
-// execdToken returns the execd token of sandbox id.
-func (s *Server) execdToken(ctx context.Context, id string) (string, error) {
-	now := time.Now()
-	if t, ok := s.tokens.get(id, now); ok {
-		return t, nil
-	}
-	rs, err := s.rt.Get(ctx, id)
-	if err != nil {
-		return "", fromRuntime(err, sandboxCodes, subjectSandbox(id))
-	}
-	s.tokens.put(id, rs.ExecdToken, now)
-	return rs.ExecdToken, nil
 }

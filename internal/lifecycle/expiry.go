@@ -1,4 +1,4 @@
-package server
+package lifecycle
 
 import (
 	"context"
@@ -95,7 +95,7 @@ func (e *expiry) deadline(id string) (time.Time, bool) {
 // runExpiry deletes sandboxes as their deadlines pass until ctx ends.
 // Deletions run in their own goroutines (tracked by wg) so one slow engine
 // call does not hold up the others.
-func (s *Server) runExpiry(ctx context.Context, wg *sync.WaitGroup) {
+func (s *Service) runExpiry(ctx context.Context, wg *sync.WaitGroup) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	sem := make(chan struct{}, maxConcurrentExpiries)
@@ -130,8 +130,8 @@ func (s *Server) runExpiry(ctx context.Context, wg *sync.WaitGroup) {
 // reports whether the sandbox is gone afterwards. It reads the sandbox
 // again under its lock, so a renew that raced with the timer wins and
 // re-arms it instead. Failures re-arm a retry.
-func (s *Server) expire(ctx context.Context, id string) (gone bool) {
-	log := logFrom(ctx, s.log).With("sandbox", id)
+func (s *Service) expire(ctx context.Context, id string) (gone bool) {
+	log := s.logFrom(ctx).With("sandbox", id)
 	defer s.locks.lock(id)()
 	retry := func(what string, err error) bool {
 		if ctx.Err() == nil {
@@ -160,21 +160,21 @@ func (s *Server) expire(ctx context.Context, id string) (gone bool) {
 		s.expiry.setIfAbsent(id, *at)
 		return false
 	}
-	if err := s.removeSandboxLocked(logCtx(ctx, log), id, "ttl_expiry"); err != nil {
+	if err := s.removeLocked(ctx, id, "ttl_expiry"); err != nil {
 		return retry("deleting the sandbox", err)
 	}
 	return true
 }
 
 // expired reports whether a sandbox's effective expiry has passed.
-func (s *Server) expired(rs runtime.Sandbox, o Overrides) bool {
+func (s *Service) expired(rs runtime.Sandbox, o Overrides) bool {
 	at := effectiveExpiry(rs, o)
 	return at != nil && !at.After(s.now())
 }
 
-// forgetSandbox drops what the server keeps about a sandbox that no
+// forgetSandbox drops what the core keeps about a sandbox that no
 // longer exists.
-func (s *Server) forgetSandbox(ctx context.Context, id string) {
+func (s *Service) forgetSandbox(ctx context.Context, id string) {
 	s.expiry.cancel(id)
 	s.tokens.forget(id)
 	if err := s.store.DeleteOverrides(ctx, id); err != nil && !errors.Is(err, runtime.ErrNotFound) {
@@ -184,7 +184,7 @@ func (s *Server) forgetSandbox(ctx context.Context, id string) {
 
 // rebuildExpiry arms a deadline for every sandbox of the runtime that
 // expires; those whose time passed while the server was down fire at once.
-func (s *Server) rebuildExpiry(ctx context.Context) error {
+func (s *Service) rebuildExpiry(ctx context.Context) error {
 	all, err := s.rt.List(ctx)
 	if err != nil {
 		return err
@@ -203,3 +203,13 @@ func (s *Server) rebuildExpiry(ctx context.Context) error {
 	s.log.Info("expiry timers rebuilt", "sandboxes", len(all), "expiring", armed)
 	return nil
 }
+
+// Deadline reports when the expiry loop next looks at sandbox id, if it
+// is armed.
+func (s *Service) Deadline(id string) (time.Time, bool) { return s.expiry.deadline(id) }
+
+// Schedule arms an expiry check of sandbox id at t. The check reads the
+// sandbox again and deletes it only if its effective expiry has passed,
+// so an early or stale t never removes a sandbox before its time (it is
+// re-armed at the real expiry instead).
+func (s *Service) Schedule(id string, t time.Time) { s.expiry.set(id, t) }

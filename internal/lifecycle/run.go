@@ -1,4 +1,4 @@
-package server
+package lifecycle
 
 import (
 	"context"
@@ -14,15 +14,15 @@ import (
 // runtime's sandboxes when the engine did not answer at start.
 const rebuildRetry = 10 * time.Second
 
-// Run does the server's background work until ctx ends: it marks snapshots
+// Run does the service's background work until ctx ends: it marks snapshots
 // a previous process left unfinished as failed, rebuilds the expiry
 // deadlines from the runtime and the store (deleting sandboxes that
-// expired while the server was down), deletes sandboxes as they expire,
-// and owns the snapshot workers started by handlers. It returns nil when
+// expired while the service was down), deletes sandboxes as they expire,
+// and owns the snapshot workers started by CreateSnapshot. It returns nil when
 // ctx ends, after every background goroutine has finished.
-func (s *Server) Run(ctx context.Context) error {
+func (s *Service) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
-		return errors.New("server: Run called twice")
+		return errors.New("lifecycle: Run called twice")
 	}
 	var wg sync.WaitGroup
 	defer func() {
@@ -46,7 +46,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 // sweepPeriodically calls sw.Sweep every SweepInterval until ctx ends (the
 // runtime sweeps once itself when it starts).
-func (s *Server) sweepPeriodically(ctx context.Context, sw runtime.Sweeper) {
+func (s *Service) sweepPeriodically(ctx context.Context, sw runtime.Sweeper) {
 	every := s.cfg.SweepInterval
 	if every <= 0 {
 		every = DefaultSweepInterval
@@ -65,7 +65,7 @@ func (s *Server) sweepPeriodically(ctx context.Context, sw runtime.Sweeper) {
 
 // rebuildUntilDone rebuilds the expiry deadlines, retrying while the
 // runtime or the store fails, until it succeeds or ctx ends.
-func (s *Server) rebuildUntilDone(ctx context.Context) {
+func (s *Service) rebuildUntilDone(ctx context.Context) {
 	for {
 		err := s.rebuildExpiry(ctx)
 		if err == nil || ctx.Err() != nil {
@@ -82,7 +82,7 @@ func (s *Server) rebuildUntilDone(ctx context.Context) {
 
 // recoverSnapshots marks as Failed the snapshots left in Creating by a
 // previous process (their worker died with it).
-func (s *Server) recoverSnapshots(ctx context.Context) error {
+func (s *Service) recoverSnapshots(ctx context.Context) error {
 	snaps, err := s.store.ListSnapshots(ctx)
 	if err != nil {
 		return err
