@@ -46,11 +46,17 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	log := s.reqLog(r).With("sandbox", spec.ID)
 	log.Info("creating sandbox", "image", spec.Image, "snapshot", spec.SnapshotID, "expires_at", spec.ExpiresAt)
+	if err := s.beginCreate(ctx, spec.ID); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	rs, err := s.rt.Create(ctx, spec)
 	if err != nil {
+		s.failedCreate(log, spec.ID)
 		s.writeError(w, r, createError(err, spec))
 		return
 	}
+	defer s.answeredCreate(w, log, spec.ID)
 	if spec.ExpiresAt != nil {
 		s.expiry.set(rs.ID, *spec.ExpiresAt)
 	}
