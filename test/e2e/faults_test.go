@@ -151,10 +151,7 @@ func TestCrashDuringCreate(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	// The answered sandboxes are the callers' to use and delete.
-	for _, r := range results {
-		if r.id != "" {
-			s.api(t, "DELETE", "/v1/sandboxes/"+r.id, nil, 204, nil)
-		}
-	}
+	// The answered sandboxes are the callers' to keep; the cleanup above
+	// removes them. (Not asserted: a kill between the flushed answer and
+	// the journal's clearing removes one too, as docs/server.md says.)
 }
