@@ -50,6 +50,7 @@ func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, logger *slog
 		IsolateSandboxes:     &isolate,
 		BridgeNetwork:        d.BridgeNetwork,
 		HostIP:               d.HostIP,
+		PublishedPortRange:   d.PublishedPortRange,
 		DropCapabilities:     append([]string{}, d.DropCapabilities...), // non-nil: [] drops nothing
 		NoNewPrivileges:      &noNewPrivileges,
 		SeccompProfile:       d.SeccompProfile,

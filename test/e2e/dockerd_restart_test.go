@@ -68,6 +68,9 @@ func TestDockerdRestart(t *testing.T) {
 	s.apiError(t, "GET", "/ready", nil, http.StatusServiceUnavailable, "RUNTIME_UNAVAILABLE")
 	s.apiError(t, "GET", "/v1/sandboxes", nil, http.StatusServiceUnavailable, "RUNTIME_UNAVAILABLE")
 	s.apiError(t, "GET", "/v1/sandboxes/"+plain.ID, nil, http.StatusServiceUnavailable, "RUNTIME_UNAVAILABLE")
+	s.apiError(t, "POST", "/v1/sandboxes", sandbox.CreateSandboxRequest{
+		Image: &sandbox.ImageSpec{URI: image}, Entrypoint: []string{"sleep", "100000"}, Timeout: ptr[int64](600),
+	}, http.StatusServiceUnavailable, "RUNTIME_UNAVAILABLE")
 
 	startDockerd(t, argv)
 	pollUntil(t, "/ready to answer 200", 60*time.Second, func() bool {

@@ -40,3 +40,22 @@ func TestPingAndLiveRestore(t *testing.T) {
 	_, err = gone.List(ctx)
 	wantClass(t, "List of a missing engine", err, runtime.ErrUnavailable)
 }
+
+func TestPublishedPortRange(t *testing.T) {
+	r := newTestRuntime(t, func(o *Options) { o.PublishedPortRange = "20000-32767" })
+	spec := baseSpec(t)
+	mustCreate(t, r, spec)
+	for _, port := range []int{44772, 8080} {
+		a, err := r.Address(testCtx(t), spec.ID, port)
+		if err != nil {
+			t.Fatalf("Address(%d): %v", port, err)
+		}
+		if a.Port < 20000 || a.Port > 32767 {
+			t.Errorf("port %d is published on host port %d; want 20000-32767", port, a.Port)
+		}
+	}
+	for _, bad := range []string{"30000", "0-10", "5-4", "1-70000"} {
+		o := Options{ExecdPath: env.execd, PublishedPortRange: bad}
+		wantClass(t, "setDefaults with published port range "+bad, o.setDefaults(), runtime.ErrInvalid)
+	}
+}
