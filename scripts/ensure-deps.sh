@@ -26,6 +26,64 @@ if [ ${#need[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
+# Docker's live-restore keeps containers running while dockerd stops or
+# restarts (an upgrade, a crash), so sandboxes survive an engine restart
+# instead of all turning Failed. The key is merged into daemon.json, keeping
+# every other key there. A running engine reloads the file on SIGHUP
+# (live-restore is one of the keys it can change without a restart); when
+# the file cannot be parsed it is left alone with a warning.
+daemon_json=${DOCKER_DAEMON_JSON:-/etc/docker/daemon.json}
+enable_live_restore() {
+	if [ "$(id -u)" != 0 ]; then
+		echo "warning: not root: cannot set live-restore in $daemon_json; sandboxes will not survive a dockerd restart" >&2
+		return 0
+	fi
+	mkdir -p "$(dirname "$daemon_json")"
+	python3 - "$daemon_json" <<'PY'
+import json, os, sys, tempfile
+path = sys.argv[1]
+try:
+    with open(path) as f:
+        text = f.read()
+except FileNotFoundError:
+    text = ""
+try:
+    cfg = json.loads(text) if text.strip() else {}
+except ValueError as e:
+    sys.exit(f"warning: {path} is not valid JSON ({e}); live-restore not set")
+if not isinstance(cfg, dict):
+    sys.exit(f"warning: {path} is not a JSON object; live-restore not set")
+if cfg.get("live-restore") is True:
+    sys.exit(0)
+cfg["live-restore"] = True
+fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".daemon.json.")
+with os.fdopen(fd, "w") as f:
+    json.dump(cfg, f, indent=2)
+    f.write("\n")
+os.chmod(tmp, 0o644)
+os.replace(tmp, path)
+print(f"set live-restore in {path}")
+PY
+}
+# Skip when the running engine has it already (maybe from a --live-restore
+# flag, which dockerd refuses to see repeated in the file).
+if [ "$(docker info --format '{{.LiveRestoreEnabled}}' 2>/dev/null)" != true ]; then
+	enable_live_restore || true
+fi
+
+if docker info >/dev/null 2>&1 && [ "$(docker info --format '{{.LiveRestoreEnabled}}' 2>/dev/null)" != true ] && [ "$(id -u)" = 0 ]; then
+	# Reload, not restart: running containers are untouched.
+	if pid=$(cat /var/run/docker.pid 2>/dev/null) && kill -HUP "$pid" 2>/dev/null; then
+		for _ in $(seq 1 20); do
+			[ "$(docker info --format '{{.LiveRestoreEnabled}}' 2>/dev/null)" = true ] && break
+			sleep 0.25
+		done
+	fi
+	if [ "$(docker info --format '{{.LiveRestoreEnabled}}' 2>/dev/null)" != true ]; then
+		echo "warning: the running dockerd did not enable live-restore on reload; it takes effect at its next start" >&2
+	fi
+fi
+
 if ! docker info >/dev/null 2>&1; then
 	if [ "$(id -u)" != 0 ]; then
 		echo "the Docker engine is not running; start it (sudo dockerd) or run as root" >&2
@@ -39,4 +97,4 @@ if ! docker info >/dev/null 2>&1; then
 	done
 	docker info >/dev/null 2>&1 || { echo "dockerd did not start; see /var/log/dockerd-opensandbox.log" >&2; tail -20 /var/log/dockerd-opensandbox.log >&2; exit 1; }
 fi
-echo "dependencies ready: $(docker version --format 'docker engine {{.Server.Version}}')"
+echo "dependencies ready: $(docker version --format 'docker engine {{.Server.Version}}'), live-restore $(docker info --format '{{.LiveRestoreEnabled}}')"

@@ -50,6 +50,7 @@ func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, instance ins
 		IsolateSandboxes:     &isolate,
 		BridgeNetwork:        d.BridgeNetwork,
 		HostIP:               d.HostIP,
+		PublishedPortRange:   d.PublishedPortRange,
 		DropCapabilities:     append([]string{}, d.DropCapabilities...), // non-nil: [] drops nothing
 		NoNewPrivileges:      &noNewPrivileges,
 		SeccompProfile:       d.SeccompProfile,
@@ -88,6 +89,7 @@ func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, instance ins
 	if iso := isolatedExecution(d.IsolatedExecution); iso != docker.IsolationOff {
 		logger.Warn("docker.isolated_execution is " + iso + ": such sandboxes start with CAP_SYS_ADMIN (execd drops it at once) and may create user namespaces; see docs/isolation.md")
 	}
+	warnWithoutLiveRestore(ctx, rt, logger, cfg.Docker.APITimeout())
 	logger.Info("docker runtime ready", "engine", cli.DaemonHost(), "execd", execd, "egress", egress,
 		"network_mode", d.NetworkMode, "oci_runtime", cfg.SecureRuntime.DockerRuntime)
 	return rt, func() { cli.Close() }, nil

@@ -18,6 +18,7 @@ const rebuildRetry = 10 * time.Second
 // a previous process left unfinished as failed, rebuilds the expiry
 // deadlines from the runtime and the store (deleting sandboxes that
 // expired while the service was down), deletes sandboxes as they expire,
+// deletes the sandboxes of creates that were never answered (journal.go),
 // and owns the snapshot workers started by CreateSnapshot. It returns nil when
 // ctx ends, after every background goroutine has finished.
 func (s *Service) Run(ctx context.Context) error {
@@ -37,6 +38,7 @@ func (s *Service) Run(ctx context.Context) error {
 		s.log.Warn("recovering unfinished snapshots", "err", err)
 	}
 	wg.Go(func() { s.rebuildUntilDone(ctx) })
+	wg.Go(func() { s.reapUnansweredCreates(ctx) })
 	if sw, ok := s.rt.(runtime.Sweeper); ok {
 		wg.Go(func() { s.sweepPeriodically(ctx, sw) })
 	}

@@ -45,8 +45,12 @@ func (s *Service) Create(ctx context.Context, spec runtime.Spec, timeout time.Du
 	}
 	log := s.logFrom(ctx).With("sandbox", spec.ID)
 	log.Info("creating sandbox", "image", spec.Image, "snapshot", spec.SnapshotID, "expires_at", spec.ExpiresAt)
+	if err := s.beginCreate(ctx, spec.ID); err != nil {
+		return runtime.Sandbox{}, err
+	}
 	rs, err := s.rt.Create(ctx, spec)
 	if err != nil {
+		s.failedCreate(log, spec.ID)
 		return rs, err
 	}
 	if spec.ExpiresAt != nil {

@@ -36,6 +36,7 @@ type Store interface {
 	GetOverrides(ctx context.Context, sandboxID string) (Overrides, error)
 	PutOverrides(ctx context.Context, sandboxID string, o Overrides) error
 	DeleteOverrides(ctx context.Context, sandboxID string) error
+	CreateJournal
 }
 
 // Overrides are the changes made to a sandbox after it was created, which
@@ -95,7 +96,9 @@ type Service struct {
 	// capturing holds the ids of snapshots this process is taking, so
 	// that Run's recovery leaves them alone.
 	capturing sync.Map
-	running   atomic.Bool
+	// creates are the creates this process is running (journal.go).
+	creates createJournal
+	running atomic.Bool
 }
 
 // New checks cfg and builds a Service.

@@ -36,6 +36,7 @@ var lifecycleOps = map[string][]string{
 	"/v1/sandboxes/{sandboxId}/diagnostics/inspect": {"GET"},
 	"/v1/sandboxes/{sandboxId}/diagnostics/summary": {"GET"},
 	"/health":                             {"GET"},
+	"/ready":                              {"GET"},
 	"/openapi.json":                       {"GET"},
 	"/sandboxes/{sandboxId}/proxy/{port}": proxyMethods,
 	"/sandboxes/{sandboxId}/proxy/{port}/{path}": proxyMethods,
@@ -45,7 +46,7 @@ var proxyMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OP
 
 // openLifecyclePaths are the routes that need no API key.
 func openLifecyclePath(path string) bool {
-	return path == "/health" || path == "/openapi.json" || strings.HasPrefix(path, "/sandboxes/")
+	return path == "/health" || path == "/ready" || path == "/openapi.json" || strings.HasPrefix(path, "/sandboxes/")
 }
 
 func TestLifecycleDocumentIsValid(t *testing.T) {

@@ -66,6 +66,7 @@ func TestContract(t *testing.T) {
 	}
 
 	call(http.StatusOK, "GET", "/health", "", true)
+	call(http.StatusOK, "GET", "/ready", "", true)
 	call(http.StatusOK, "GET", "/openapi.json", "", true)
 	call(401, "GET", "/v1/sandboxes", "", true)
 	data := call(202, "POST", "/v1/sandboxes", `{"image":{"uri":"busybox"},"entrypoint":["sleep","1000"],"timeout":600,"metadata":{"a":"b"},"resourceLimits":{"cpu":"1","memory":"1Gi"}}`)

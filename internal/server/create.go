@@ -26,6 +26,14 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, createError(err, spec))
 		return
 	}
+	// The caller learns the id from this answer: only once it is written
+	// (and flushed) may the create's journal entry go.
+	defer func() {
+		if err := http.NewResponseController(w).Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			s.reqLog(r).Debug("flushing the create response", "err", err)
+		}
+		s.lc.CreateAnswered(r.Context(), rs.ID)
+	}()
 	v := view(rs)
 	apierror.WriteJSON(w, http.StatusAccepted, sandbox.CreateSandboxResponse{
 		ID:         v.ID,

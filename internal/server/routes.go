@@ -11,7 +11,7 @@ import (
 type route struct {
 	pattern string // ServeMux pattern without the /v1 prefix
 	handler http.HandlerFunc
-	// open routes skip the API key: health, the OpenAPI document and the
+	// open routes skip the API key: health, readiness, the OpenAPI document and the
 	// proxy (whose callers prove nothing but the sandbox id).
 	open bool
 }
@@ -21,6 +21,7 @@ type route struct {
 func (s *Server) routes() []route {
 	return []route{
 		{pattern: "GET /health", handler: s.health, open: true},
+		{pattern: "GET /ready", handler: s.ready, open: true},
 		{pattern: "GET /openapi.json", handler: s.openAPI, open: true},
 
 		{pattern: "GET /sandboxes", handler: s.listSandboxes},

@@ -22,6 +22,10 @@ const maxJSONBody = 1 << 20
 // lifecycle.Store); internal/store implements it.
 type Store = lifecycle.Store
 
+// CreateJournal is the part of the Store that remembers unanswered creates
+// (see lifecycle.CreateJournal).
+type CreateJournal = lifecycle.CreateJournal
+
 // Overrides are the changes made to a sandbox after it was created (see
 // lifecycle.Overrides).
 type Overrides = lifecycle.Overrides

@@ -174,6 +174,11 @@ type Docker struct {
 	// default "127.0.0.1" (only this machine, and the server's proxy,
 	// reach sandbox ports directly).
 	HostIP string `toml:"host_ip"`
+	// published_port_range: the host ports ("LOW-HIGH") sandbox ports
+	// are published on; default "20000-32767", below Linux's ephemeral
+	// range, so that no outgoing connection holds one while dockerd
+	// restarts and live-restore maps them again. "" lets Docker pick.
+	PublishedPortRange string `toml:"published_port_range"`
 	// api_timeout: how long, in seconds, the engine may take to answer
 	// one API request (streams may then run longer); default 180.
 	APITimeoutSeconds int `toml:"api_timeout"`
@@ -297,6 +302,7 @@ const (
 	DefaultLogLevel          = "info"
 	DefaultNetworkMode       = NetworkBridge
 	DefaultHostIP            = "127.0.0.1"
+	DefaultPublishedPorts    = "20000-32767"
 	DefaultBridgeNetwork     = "opensandbox"
 	DefaultAPITimeoutSeconds = 180
 	DefaultPidsLimit         = 4096
@@ -326,14 +332,15 @@ func Defaults(home string) Config {
 		},
 		Log: Log{Level: DefaultLogLevel},
 		Docker: Docker{
-			NetworkMode:       DefaultNetworkMode,
-			IsolateSandboxes:  true,
-			BridgeNetwork:     DefaultBridgeNetwork,
-			HostIP:            DefaultHostIP,
-			APITimeoutSeconds: DefaultAPITimeoutSeconds,
-			DropCapabilities:  DefaultDropCapabilities(),
-			NoNewPrivileges:   true,
-			PidsLimit:         DefaultPidsLimit,
+			NetworkMode:        DefaultNetworkMode,
+			IsolateSandboxes:   true,
+			BridgeNetwork:      DefaultBridgeNetwork,
+			HostIP:             DefaultHostIP,
+			PublishedPortRange: DefaultPublishedPorts,
+			APITimeoutSeconds:  DefaultAPITimeoutSeconds,
+			DropCapabilities:   DefaultDropCapabilities(),
+			NoNewPrivileges:    true,
+			PidsLimit:          DefaultPidsLimit,
 		},
 		Storage: Storage{AllowedHostPaths: []string{}, VolumeDefaultSize: DefaultVolumeSize},
 		Store:   Store{Type: StoreBbolt, Path: defaultStorePath(home)},

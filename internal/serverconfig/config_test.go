@@ -71,6 +71,7 @@ func TestLoadNoFileAtDefaultPath(t *testing.T) {
 		{"isolate sandboxes", got.Docker.IsolateSandboxes, true},
 		{"bridge network", got.Docker.BridgeNetwork, "opensandbox"},
 		{"host ip", got.Docker.HostIP, "127.0.0.1"},
+		{"published port range", got.Docker.PublishedPortRange, "20000-32767"},
 		{"api timeout", got.Docker.APITimeout(), 180 * time.Second},
 		{"no new privileges", got.Docker.NoNewPrivileges, true},
 		{"pids", got.Docker.PidsLimit, int64(4096)},
@@ -171,6 +172,7 @@ network_mode = "host"
 isolate_sandboxes = false
 bridge_network = "osb-net"
 host_ip = "10.0.0.5"
+published_port_range = "40000-40999"
 api_timeout = 30
 drop_capabilities = ["NET_RAW"]
 apparmor_profile = "docker-default"
@@ -211,7 +213,7 @@ mode = "direct"
 			MaxSandboxTimeoutSeconds: 7200, MinSandboxTimeoutSeconds: 120},
 		Log:     Log{Level: "debug", FilePath: filepath.Join(home, "logs/server.log")},
 		Runtime: Runtime{Type: "docker", ExecdPath: filepath.Join(home, "bin/execd")},
-		Docker: Docker{NetworkMode: "host", IsolateSandboxes: false, BridgeNetwork: "osb-net", HostIP: "10.0.0.5", APITimeoutSeconds: 30,
+		Docker: Docker{NetworkMode: "host", IsolateSandboxes: false, BridgeNetwork: "osb-net", HostIP: "10.0.0.5", PublishedPortRange: "40000-40999", APITimeoutSeconds: 30,
 			DropCapabilities: []string{"NET_RAW"}, AppArmorProfile: "docker-default", NoNewPrivileges: false,
 			SeccompProfile: "unconfined", PidsLimit: 100, ExecdCopy: true},
 		Storage:       Storage{AllowedHostPaths: []string{"/data", "/srv/shared"}, VolumeDefaultSize: "500Mi"},
@@ -271,6 +273,9 @@ func TestLoadInvalidValues(t *testing.T) {
 		{"bridge network empty", "[docker]\nbridge_network = \"\"\n", []string{`docker.bridge_network = ""`}},
 		{"bridge network bad name", "[docker]\nbridge_network = \"my net\"\n", []string{`docker.bridge_network = "my net"`}},
 		{"host ip", "[docker]\nhost_ip = \"localhost\"\n", []string{`docker.host_ip = "localhost"`}},
+		{"published port range", "[docker]\npublished_port_range = \"30000\"\n", []string{`docker.published_port_range = "30000"`}},
+		{"published port range reversed", "[docker]\npublished_port_range = \"3-2\"\n", []string{`docker.published_port_range = "3-2"`}},
+		{"published port range zero", "[docker]\npublished_port_range = \"0-10\"\n", []string{`docker.published_port_range = "0-10"`}},
 		{"api timeout", "[docker]\napi_timeout = 0\n", []string{"docker.api_timeout = 0"}},
 		{"capability", "[docker]\ndrop_capabilities = [\"NET_RAW\", \"bad cap\"]\n", []string{`docker.drop_capabilities[1] = "bad cap"`}},
 		{"pids", "[docker]\npids_limit = -5\n", []string{"docker.pids_limit = -5"}},

@@ -94,6 +94,7 @@ isolate_sandboxes = true         # bridge mode: sandboxes join bridge_network, w
                                  # server's proxy route). Firewall rules for docker0 do not cover its br-<id> bridge
 bridge_network = "opensandbox"   # created at start when missing; never removed
 host_ip = "127.0.0.1"            # host address sandbox ports are published on
+published_port_range = "20000-32767" # host ports they are published on (below the kernel's ephemeral range)
 api_timeout = 180                # seconds the engine may take to answer a request
 drop_capabilities = ["AUDIT_WRITE", "MKNOD", "NET_ADMIN", "NET_RAW", "SYS_ADMIN", "SYS_MODULE", "SYS_PTRACE", "SYS_TIME", "SYS_TTY_CONFIG"]
 no_new_privileges = true

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/opensandbox-go/opensandbox/internal/grammar"
@@ -92,6 +93,11 @@ func validate(c *Config) (warnings, problems []string) {
 		bad("docker.host_ip", d.HostIP, "want an IP address")
 	} else if ip.IsUnspecified() && d.NetworkMode != NetworkHost {
 		warnings = append(warnings, fmt.Sprintf("docker.host_ip = %q publishes sandbox ports on every interface of this host", d.HostIP))
+	}
+	if d.PublishedPortRange != "" {
+		if !portRange(d.PublishedPortRange) {
+			bad("docker.published_port_range", d.PublishedPortRange, "want LOW-HIGH within 1-65535, or \"\" to let Docker pick")
+		}
 	}
 	if d.APITimeoutSeconds <= 0 {
 		bad("docker.api_timeout", d.APITimeoutSeconds, "want a positive number of seconds")
@@ -217,4 +223,15 @@ func userNetworkName(s string) bool {
 		return false
 	}
 	return networkRE.MatchString(s)
+}
+
+// portRange reports whether s is "LOW-HIGH" with 1 <= LOW <= HIGH <= 65535.
+func portRange(s string) bool {
+	a, b, ok := strings.Cut(s, "-")
+	if !ok {
+		return false
+	}
+	lo, err1 := strconv.Atoi(a)
+	hi, err2 := strconv.Atoi(b)
+	return err1 == nil && err2 == nil && lo >= 1 && lo <= hi && hi <= 65535
 }

@@ -1,6 +1,7 @@
 // Package store is the lifecycle server's embedded store: one bbolt file
-// that keeps what has no home in the runtime — snapshot records and the
-// metadata/expiry overrides of sandboxes. Sandboxes themselves are never
+// that keeps what has no home in the runtime — snapshot records, the
+// metadata/expiry overrides of sandboxes and the journal of creates in
+// progress. Sandboxes themselves are never
 // stored here; the runtime is their source of truth.
 //
 // The file is opened by one process at a time: a second Open of the same
@@ -45,6 +46,7 @@ const DefaultLockTimeout = time.Second
 var (
 	snapshotsBucket = []byte("snapshots")
 	overridesBucket = []byte("overrides")
+	createsBucket   = []byte("creates") // see journal.go
 )
 
 // Options configure Open.
@@ -85,7 +87,7 @@ func Open(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", opts.Path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{snapshotsBucket, overridesBucket} {
+		for _, b := range [][]byte{snapshotsBucket, overridesBucket, createsBucket} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return fmt.Errorf("create bucket %s: %w", b, err)
 			}

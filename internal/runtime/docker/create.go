@@ -246,8 +246,8 @@ func (r *Runtime) containerConfig(spec runtime.Spec, ref string, imgLabels map[s
 	} else if r.network != networkHost {
 		cfg.ExposedPorts = nat.PortSet{execdPortKey: {}, httpPortKey: {}}
 		hc.PortBindings = nat.PortMap{
-			execdPortKey: {{HostIP: r.opts.HostIP}},
-			httpPortKey:  {{HostIP: r.opts.HostIP}},
+			execdPortKey: {{HostIP: r.opts.HostIP, HostPort: r.opts.PublishedPortRange}},
+			httpPortKey:  {{HostIP: r.opts.HostIP, HostPort: r.opts.PublishedPortRange}},
 		}
 	}
 	res := spec.Resources

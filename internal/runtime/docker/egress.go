@@ -211,9 +211,9 @@ func (r *Runtime) startSidecar(ctx context.Context, spec runtime.Spec) (string, 
 		Init:        &no,
 		Runtime:     "", // the sidecar is ours; the sandbox's OCI runtime may not allow NET_ADMIN
 		PortBindings: nat.PortMap{
-			execdPortKey:  {{HostIP: r.opts.HostIP}},
-			httpPortKey:   {{HostIP: r.opts.HostIP}},
-			egressPortKey: {{HostIP: r.opts.HostIP}},
+			execdPortKey:  {{HostIP: r.opts.HostIP, HostPort: r.opts.PublishedPortRange}},
+			httpPortKey:   {{HostIP: r.opts.HostIP, HostPort: r.opts.PublishedPortRange}},
+			egressPortKey: {{HostIP: r.opts.HostIP, HostPort: r.opts.PublishedPortRange}},
 		},
 		Resources: container.Resources{Memory: egressMemory, MemorySwap: egressMemory, PidsLimit: &pids},
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/client"
+	"github.com/docker/go-connections/nat"
 
 	"github.com/opensandbox-go/opensandbox/internal/grammar"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
@@ -49,6 +50,11 @@ type Options struct {
 	// HostIP is the host address ports are published on and that Address
 	// reports; default "127.0.0.1".
 	HostIP string
+	// PublishedPortRange ("20000-32767") is where the engine picks the
+	// host ports it publishes sandbox ports on; "" lets it pick from the
+	// kernel's ephemeral range, where, while dockerd restarts, any
+	// outgoing connection may take a port a live-restored sandbox needs.
+	PublishedPortRange string
 	// DropCapabilities are removed from every container; nil selects
 	// DefaultDropCapabilities, an empty non-nil slice drops nothing.
 	DropCapabilities []string
@@ -284,6 +290,12 @@ func (o *Options) setDefaults() error {
 	}
 	if o.OrphanGrace <= 0 {
 		o.OrphanGrace = DefaultOrphanGrace
+	}
+	if o.PublishedPortRange != "" {
+		lo, hi, err := nat.ParsePortRange(o.PublishedPortRange)
+		if err != nil || !strings.Contains(o.PublishedPortRange, "-") || lo == 0 || hi > 65535 {
+			return fmt.Errorf("docker: published port range %q: want LOW-HIGH within 1-65535: %w", o.PublishedPortRange, runtime.ErrInvalid)
+		}
 	}
 	if net.ParseIP(o.HostIP) == nil {
 		return fmt.Errorf("docker: host IP %q is not an IP address: %w", o.HostIP, runtime.ErrInvalid)
