@@ -73,7 +73,7 @@ func TestLoadNoFileAtDefaultPath(t *testing.T) {
 		{"host ip", got.Docker.HostIP, "127.0.0.1"},
 		{"api timeout", got.Docker.APITimeout(), 180 * time.Second},
 		{"no new privileges", got.Docker.NoNewPrivileges, true},
-		{"pids", got.Docker.PidsLimit, int64(4096)},
+		{"pids", got.Docker.PidsLimit, int64(1024)},
 		{"caps", len(got.Docker.DropCapabilities), 9},
 		{"store type", got.Store.Type, "bbolt"},
 		{"store path", got.Store.Path, filepath.Join(home, ".opensandbox", "opensandbox.db")},
