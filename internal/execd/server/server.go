@@ -48,6 +48,15 @@ type Config struct {
 	Proxy    *proxy.Proxy
 	// Isolated serves /v1/isolated (upstream OSEP-0013).
 	Isolated *isolation.Manager
+
+	// ReadHeaderTimeout bounds the reading of a request's headers;
+	// default DefaultReadHeaderTimeout.
+	ReadHeaderTimeout time.Duration
+	// BodyReadTimeout and BodyProgressBytes bound the reading of a request
+	// body by progress (see bodyDeadline); defaults DefaultBodyReadTimeout
+	// and DefaultBodyProgressBytes.
+	BodyReadTimeout   time.Duration
+	BodyProgressBytes int64
 }
 
 // Server is execd's HTTP API.
@@ -62,12 +71,21 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.ReadHeaderTimeout <= 0 {
+		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if cfg.BodyProgressBytes <= 0 {
+		cfg.BodyProgressBytes = DefaultBodyProgressBytes
+	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux()}
 	for _, rt := range s.routes() {
 		s.mux.HandleFunc(rt.pattern, rt.handler)
 	}
 	s.mux.HandleFunc("/", s.notFound)
-	s.handler = s.recover(s.logRequests(s.auth(s.mux)))
+	s.handler = s.recover(s.logRequests(s.bodyDeadline(s.auth(s.mux))))
 	return s
 }
 
@@ -272,7 +290,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
 	hs := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelDebug),
