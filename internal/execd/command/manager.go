@@ -267,3 +267,18 @@ func (m *Manager) logPath(id string) (string, error) {
 	}
 	return filepath.Join(dir, id+".log"), nil
 }
+
+// Running returns how many commands are running now.
+func (m *Manager) Running() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, c := range m.cmds {
+		select {
+		case <-c.done:
+		default:
+			n++
+		}
+	}
+	return n
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/opensandbox-go/opensandbox/internal/execd/proxy"
 	"github.com/opensandbox-go/opensandbox/internal/execd/pty"
 	"github.com/opensandbox-go/opensandbox/internal/execd/session"
+	"github.com/opensandbox-go/opensandbox/internal/execd/telemetry"
 	"github.com/opensandbox-go/opensandbox/internal/httpmw"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
@@ -64,6 +65,7 @@ type Server struct {
 	cfg     Config
 	mux     *http.ServeMux
 	handler http.Handler
+	tel     *telemetry.Metrics
 }
 
 // New builds the server and its route table.
@@ -81,11 +83,17 @@ func New(cfg Config) *Server {
 		cfg.BodyProgressBytes = DefaultBodyProgressBytes
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	s.tel = telemetry.New(telemetry.Gauges{
+		RunningCommands: cfg.Commands.Running,
+		Sessions:        cfg.Sessions.Count,
+		CodeContexts:    cfg.Code.Count,
+		Terminals:       cfg.PTY.Count,
+	})
 	for _, rt := range s.routes() {
 		s.mux.HandleFunc(rt.pattern, rt.handler)
 	}
 	s.mux.HandleFunc("/", s.notFound)
-	s.handler = s.recover(s.logRequests(s.bodyDeadline(s.auth(s.mux))))
+	s.handler = s.tel.Middleware(s.recover(s.logRequests(s.bodyDeadline(s.auth(s.mux)))))
 	return s
 }
 
@@ -132,6 +140,9 @@ func (s *Server) routes() []route {
 
 		{"GET /metrics", c.Metrics.Get},
 		{"GET /metrics/watch", c.Metrics.Watch},
+		// Prometheus exposition of execd itself; /metrics is the sandbox's
+		// resource usage (the contract's route).
+		{"GET /metrics/prometheus", s.tel.Handler().ServeHTTP},
 
 		{"POST /pty", c.PTY.Create},
 		{"GET /pty/{sessionId}", c.PTY.Status},
