@@ -2,6 +2,7 @@ package proc
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 )
@@ -25,4 +26,13 @@ func SetUserOOMScoreAdj(pid int) error {
 		return fmt.Errorf("set oom_score_adj of %d: %w", pid, err)
 	}
 	return nil
+}
+
+// PreferAsOOMVictim is SetUserOOMScoreAdj for processes execd starts for
+// a caller (shells, interpreters, terminals); a failure is logged, and the
+// process then runs at execd's own score.
+func PreferAsOOMVictim(pid int) {
+	if err := SetUserOOMScoreAdj(pid); err != nil {
+		slog.Warn("a caller's process stays at execd's OOM score", "pid", pid, "err", err)
+	}
 }
