@@ -158,6 +158,7 @@ func TestExecdDocumentIsValid(t *testing.T) {
 		"/directories":                {"POST", "DELETE"},
 		"/metrics":                    {"GET"},
 		"/metrics/watch":              {"GET"},
+		"/metrics/prometheus":         {"GET"},
 		"/pty":                        {"POST"},
 		"/pty/{sessionId}":            {"GET", "DELETE"},
 		"/pty/{sessionId}/ws":         {"GET"},

@@ -205,7 +205,7 @@ type Docker struct {
 	// admits namespace system calls (unshare, mount, setns) to their
 	// processes. See docs/isolation.md for the trade-off.
 	IsolatedExecution string `toml:"isolated_execution"`
-	// pids_limit: most processes a sandbox may have; default 4096, 0 = no limit.
+	// pids_limit: most processes a sandbox may have; default 1024, 0 = no limit.
 	PidsLimit int64 `toml:"pids_limit"`
 	// execd_copy: copy execd into each sandbox through the engine API
 	// instead of bind-mounting it read-only; needed when the engine runs
@@ -305,7 +305,7 @@ const (
 	DefaultPublishedPorts    = "20000-32767"
 	DefaultBridgeNetwork     = "opensandbox"
 	DefaultAPITimeoutSeconds = 180
-	DefaultPidsLimit         = 4096
+	DefaultPidsLimit         = 1024
 	DefaultVolumeSize        = "1Gi"
 	DefaultEgressMode        = "dns"
 	DefaultIngressMode       = "direct"

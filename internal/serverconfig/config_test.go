@@ -74,7 +74,7 @@ func TestLoadNoFileAtDefaultPath(t *testing.T) {
 		{"published port range", got.Docker.PublishedPortRange, "20000-32767"},
 		{"api timeout", got.Docker.APITimeout(), 180 * time.Second},
 		{"no new privileges", got.Docker.NoNewPrivileges, true},
-		{"pids", got.Docker.PidsLimit, int64(4096)},
+		{"pids", got.Docker.PidsLimit, int64(1024)},
 		{"caps", len(got.Docker.DropCapabilities), 9},
 		{"store type", got.Store.Type, "bbolt"},
 		{"store path", got.Store.Path, filepath.Join(home, ".opensandbox", "opensandbox.db")},

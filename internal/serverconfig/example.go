@@ -100,7 +100,7 @@ drop_capabilities = ["AUDIT_WRITE", "MKNOD", "NET_ADMIN", "NET_RAW", "SYS_ADMIN"
 no_new_privileges = true
 apparmor_profile = ""            # "" = the engine's default
 seccomp_profile = ""             # "" = the engine's default
-pids_limit = 4096                # 0 = no limit
+pids_limit = 1024                # 0 = no limit
 execd_copy = false               # copy execd in through the engine API instead of a read-only mount
 
 [storage]

@@ -477,6 +477,7 @@ func (g *goRunner) exec(cmd *exec.Cmd, stop <-chan struct{}) (int, error) {
 	}
 	g.pgid = cmd.Process.Pid
 	g.mu.Unlock()
+	proc.PreferAsOOMVictim(cmd.Process.Pid)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -135,6 +135,7 @@ func startDriver(ctx context.Context, m *Manager, c *codeContext, spec driverSpe
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start %s: %w", spec.name, err)
 	}
+	proc.PreferAsOOMVictim(cmd.Process.Pid)
 	n.cmd, n.stdin = cmd, inW
 	go n.copyRaw(outR, sandbox.EventStdout)
 	go n.copyRaw(errR, sandbox.EventStderr)

@@ -377,3 +377,10 @@ var starters = map[string]func(ctx context.Context, m *Manager, c *codeContext) 
 	langGo:                     startGo,
 	langTypeScript:             startTypeScript,
 }
+
+// Count returns how many code contexts exist.
+func (m *Manager) Count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.contexts)
+}

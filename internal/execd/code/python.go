@@ -113,6 +113,7 @@ func startPython(ctx context.Context, m *Manager, c *codeContext) (runner, error
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start %s: %w", py, err)
 	}
+	proc.PreferAsOOMVictim(cmd.Process.Pid)
 	k.cmd = cmd
 	go func() {
 		werr := cmd.Wait()

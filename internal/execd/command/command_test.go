@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -666,5 +667,104 @@ func TestRetention(t *testing.T) {
 	logs, _ := filepath.Glob(filepath.Join(e.m.opts.LogDir, "*.log"))
 	if len(logs) != 2 {
 		t.Errorf("log files = %d, want 2", len(logs))
+	}
+}
+
+// sessionMembers returns the live processes whose session or process
+// group is sid.
+func sessionMembers(sid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, ok := proc.ReadStat(pid); ok && (st.Session == sid || st.PGRP == sid) && st.State != 'Z' {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func waitSessionEmpty(t *testing.T, sid int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		left := sessionMembers(sid)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d processes of the command's session still alive: %v", len(left), left)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// `timeout` moves its child into a process group of its own; a timeout
+// of the command must still end it (killing only the shell's group did not).
+func TestTimeoutKillsProcessesInOtherGroups(t *testing.T) {
+	e := newTestEnv(t, Options{KillGrace: 200 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, er, pids := startAndReadPIDs(t, e, ctx, sandbox.RunCommandRequest{
+		Command: "timeout 300 sh -c 'echo $$; exec sleep 300' & wait", Timeout: 300,
+	}, 1)
+	defer resp.Body.Close()
+	for {
+		if _, err := er.Next(); err != nil {
+			break
+		}
+	}
+	st, ok := proc.ReadStat(pids[0])
+	if ok && st.PGRP == st.Session {
+		t.Fatalf("test premise: sleep should be in a group other than the session's, got %+v", st)
+	}
+	waitGone(t, pids...)
+}
+
+// A fork bomb (bounded here by RLIMIT_NPROC of an unprivileged user, so
+// the test cannot exhaust the host) ends with its command's timeout: the
+// stream ends and nothing of the command is left alive.
+func TestTimeoutEndsForkBomb(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run the bomb as an unprivileged user with its own process limit")
+	}
+	e := newTestEnv(t, Options{KillGrace: 200 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	uid := uint32(65534)
+	resp := e.post(t, ctx, sandbox.RunCommandRequest{
+		Command: "ulimit -u 300; timeout 20 bash -c ':(){ :|:& };:'",
+		Timeout: 1500, UID: &uid,
+	})
+	defer resp.Body.Close()
+	// The bomb backgrounds itself, so the shell exits at once and the
+	// stream ends; the command's timeout still bounds what it left behind.
+	o := summarize(t, readAll(t, resp.Body))
+	c, ok := e.m.Get(o.id)
+	if !ok {
+		t.Fatalf("command %s unknown", o.id)
+	}
+	// Whatever happens, leave nothing running on the shared machine.
+	t.Cleanup(func() { syscall.Kill(-c.pgid, syscall.SIGKILL) })
+	waitSessionEmpty(t, c.pgid)
+}
+
+// The caller's processes are the OOM killer's first choice, execd is not.
+func TestCommandsGetHighOOMScoreAdj(t *testing.T) {
+	e := newTestEnv(t, Options{})
+	o := summarize(t, e.run(t, sandbox.RunCommandRequest{Command: "cat /proc/$$/oom_score_adj; cat /proc/self/oom_score_adj"}))
+	want := strconv.Itoa(proc.UserOOMScoreAdj)
+	if !equal(o.stdout, []string{want, want}) {
+		t.Errorf("oom_score_adj of the shell and its child = %q, want %s", o.stdout, want)
+	}
+	self, err := os.ReadFile("/proc/self/oom_score_adj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(string(self)) == want {
+		t.Errorf("execd's own oom_score_adj changed to %s", want)
 	}
 }

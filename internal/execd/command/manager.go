@@ -51,6 +51,7 @@ type Manager struct {
 	cmds     map[string]*Command
 	finished []string // ids of finished commands, oldest first
 	closed   bool
+	closing  chan struct{}  // closed by Close: stop watching leftovers
 	wg       sync.WaitGroup // command waiters
 }
 
@@ -68,7 +69,7 @@ func New(opts Options) (*Manager, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	m := &Manager{opts: opts, log: opts.Logger, cmds: map[string]*Command{}}
+	m := &Manager{opts: opts, log: opts.Logger, cmds: map[string]*Command{}, closing: make(chan struct{})}
 	if opts.LogDir != "" {
 		if err := os.MkdirAll(opts.LogDir, 0o700); err != nil {
 			return nil, fmt.Errorf("create command log dir: %w", err)
@@ -103,8 +104,10 @@ type Command struct {
 	logPath    string
 	log        *outputLog    // foreground commands; background ones log to logPath
 	done       chan struct{} // closed when the process has exited
-	pgid       int
+	pgid       int           // also the session id: commands run with setsid
 	killGrace  time.Duration
+	logger     *slog.Logger
+	wg         *sync.WaitGroup // the Manager's; it waits for the kill to finish
 
 	mu         sync.Mutex
 	finishedAt time.Time
@@ -153,8 +156,12 @@ func (c *Command) setError(msg string) {
 	c.mu.Unlock()
 }
 
-// Interrupt ends the command's process group: SIGTERM, then SIGKILL after
-// the grace period. It returns at once; calling it again does nothing.
+// killTimeout bounds the SIGKILL passes over a command's process tree.
+const killTimeout = 30 * time.Second
+
+// Interrupt ends the command's whole process tree: SIGTERM, then SIGKILL
+// passes once the shell has exited or the grace period has passed. It
+// returns at once; calling it again does nothing.
 func (c *Command) Interrupt(reason string) {
 	select {
 	case <-c.done:
@@ -163,7 +170,13 @@ func (c *Command) Interrupt(reason string) {
 	}
 	c.interrupt.Do(func() {
 		c.setError(reason)
-		go proc.TerminateGroup(c.pgid, c.killGrace, c.done)
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			if err := proc.TerminateTree(c.pgid, c.killGrace, killTimeout, c.done); err != nil {
+				c.logger.Error("cannot end a command's processes", "id", c.ID, "err", err)
+			}
+		}()
 	})
 }
 
@@ -218,6 +231,9 @@ func (m *Manager) Get(id string) (*Command, bool) {
 // end) and removes the log directory when the Manager created it.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
+	if !m.closed {
+		close(m.closing)
+	}
 	m.closed = true
 	running := make([]*Command, 0, len(m.cmds))
 	for _, c := range m.cmds {
@@ -250,4 +266,19 @@ func (m *Manager) logPath(id string) (string, error) {
 		return "", err
 	}
 	return filepath.Join(dir, id+".log"), nil
+}
+
+// Running returns how many commands are running now.
+func (m *Manager) Running() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, c := range m.cmds {
+		select {
+		case <-c.done:
+		default:
+			n++
+		}
+	}
+	return n
 }

@@ -120,9 +120,11 @@ func (m *Manager) wait(c *Command, cmd *exec.Cmd, timeoutMs int64) {
 		timeout = t.C
 	}
 	var werr error
+	timedOut := false
 	select {
 	case werr = <-exited:
 	case <-timeout:
+		timedOut = true
 		c.Interrupt(fmt.Sprintf("command timed out after %dms", timeoutMs))
 		werr = <-exited
 	}
@@ -134,6 +136,43 @@ func (m *Manager) wait(c *Command, cmd *exec.Cmd, timeoutMs int64) {
 	c.finish(code, msg)
 	close(c.done)
 	m.markFinished(c)
+	if timeout != nil && !timedOut {
+		m.killLeftoversAtTimeout(c, timeout)
+	}
+}
+
+// leftoverPoll is how often a finished command's session is checked for
+// processes it left behind while its timeout is pending.
+const leftoverPoll = time.Second
+
+// killLeftoversAtTimeout enforces a command's timeout on what its shell
+// left running (`server &`, or a fork bomb that backgrounds itself): when
+// the timeout fires and processes of the command's session are still
+// alive, they are killed. It returns as soon as none are left, at the
+// timeout, or when the Manager closes.
+func (m *Manager) killLeftoversAtTimeout(c *Command, timeout <-chan time.Time) {
+	tick := time.NewTicker(leftoverPoll)
+	defer tick.Stop()
+	for {
+		n, err := proc.CountTree(c.pgid)
+		if err != nil || n == 0 {
+			return
+		}
+		select {
+		case <-m.closing:
+			return
+		case <-tick.C:
+		case <-timeout:
+			ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
+			defer cancel()
+			if err := proc.KillTree(ctx, c.pgid); err != nil {
+				m.log.Error("cannot end the processes a command left behind", "id", c.ID, "err", err)
+			} else {
+				m.log.Info("timeout killed the processes a command left behind", "id", c.ID, "processes", n)
+			}
+			return
+		}
+	}
 }
 
 func (m *Manager) runForeground(ctx context.Context, sw *eventstream.Writer, cmd *exec.Cmd, req *sandbox.RunCommandRequest, id string) {

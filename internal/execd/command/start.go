@@ -40,7 +40,10 @@ func (m *Manager) prepare(req *sandbox.RunCommandRequest) (*exec.Cmd, error) {
 	cmd := exec.Command(procenv.Shell(), "-c", req.Command)
 	cmd.Env = env
 	cmd.Dir = dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: id.Credential}
+	// A session of its own: its id is how every process of the command is
+	// found again when it must be killed, even in groups it moved to
+	// (see proc.KillTree).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: id.Credential}
 	return cmd, nil
 }
 
@@ -54,9 +57,14 @@ func (m *Manager) startProcess(cmd *exec.Cmd, req *sandbox.RunCommandRequest, cm
 		logPath:    logPath,
 		done:       make(chan struct{}),
 		killGrace:  m.opts.KillGrace,
+		logger:     m.log,
+		wg:         &m.wg,
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start command: %w", err)
+	}
+	if err := proc.SetUserOOMScoreAdj(cmd.Process.Pid); err != nil {
+		m.log.Warn("the command stays at execd's OOM score", "id", cmdID, "err", err)
 	}
 	c.StartedAt = time.Now()
 	c.pgid = cmd.Process.Pid

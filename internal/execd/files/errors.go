@@ -46,6 +46,20 @@ func classify(err error) (status int, code, reason string) {
 		return http.StatusBadRequest, apierror.CodeInvalidPath, "invalid argument (e.g. moving a directory into itself)"
 	case errors.Is(err, syscall.EBUSY):
 		return http.StatusConflict, apierror.CodeConflict, "device or resource busy"
+	case errors.Is(err, syscall.ETXTBSY):
+		return http.StatusConflict, apierror.CodeConflict, "text file busy (a running program)"
+	case errors.Is(err, syscall.EMLINK):
+		return http.StatusConflict, apierror.CodeConflict, "too many links"
+	case errors.Is(err, syscall.EXDEV):
+		return http.StatusBadRequest, apierror.CodeInvalidPath, "not possible across filesystems"
+	case errors.Is(err, syscall.ENXIO), errors.Is(err, syscall.ENODEV), errors.Is(err, syscall.ESPIPE):
+		return http.StatusBadRequest, apierror.CodeInvalidFile, "not a regular file (a device, socket or pipe)"
+	case errors.Is(err, syscall.EOPNOTSUPP):
+		return http.StatusBadRequest, apierror.CodeNotSupported, "operation not supported by this filesystem"
+	case errors.Is(err, syscall.EFBIG):
+		return http.StatusRequestEntityTooLarge, apierror.CodeRequestTooLarge, "file too large"
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return http.StatusInsufficientStorage, codeNoSpace, "no space left on device"
 	}
 	reason = "unexpected error"
 	var errno syscall.Errno
@@ -65,3 +79,6 @@ func notExist(err error) bool {
 func isNotDirErr(err error) bool {
 	return errors.Is(err, syscall.ENOTDIR)
 }
+
+// codeNoSpace: the filesystem (or the sandbox's disk quota) is full.
+const codeNoSpace = "NO_SPACE"

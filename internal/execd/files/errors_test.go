@@ -34,7 +34,16 @@ func TestFSError(t *testing.T) {
 		{pathErr(syscall.ENAMETOOLONG), http.StatusBadRequest, apierror.CodeInvalidPath, "too long"},
 		{pathErr(syscall.ELOOP), http.StatusBadRequest, apierror.CodeInvalidPath, "symbolic links"},
 		{pathErr(syscall.EINVAL), http.StatusBadRequest, apierror.CodeInvalidPath, "invalid argument"},
-		{pathErr(syscall.ENOSPC), http.StatusInternalServerError, apierror.CodeRuntimeError, "no space left"},
+		{pathErr(syscall.ENOSPC), http.StatusInsufficientStorage, codeNoSpace, "no space left"},
+		{pathErr(syscall.EDQUOT), http.StatusInsufficientStorage, codeNoSpace, "no space left"},
+		{pathErr(syscall.EXDEV), http.StatusBadRequest, apierror.CodeInvalidPath, "across filesystems"},
+		{pathErr(syscall.ETXTBSY), http.StatusConflict, apierror.CodeConflict, "text file busy"},
+		{pathErr(syscall.EMLINK), http.StatusConflict, apierror.CodeConflict, "too many links"},
+		{pathErr(syscall.ENXIO), http.StatusBadRequest, apierror.CodeInvalidFile, "not a regular file"},
+		{pathErr(syscall.ENODEV), http.StatusBadRequest, apierror.CodeInvalidFile, "not a regular file"},
+		{pathErr(syscall.EOPNOTSUPP), http.StatusBadRequest, apierror.CodeNotSupported, "not supported"},
+		{pathErr(syscall.EFBIG), http.StatusRequestEntityTooLarge, apierror.CodeRequestTooLarge, "too large"},
+		{pathErr(syscall.EIO), http.StatusInternalServerError, apierror.CodeRuntimeError, "input/output error"},
 		{errors.New("opaque"), http.StatusInternalServerError, apierror.CodeRuntimeError, "unexpected error"},
 	}
 	for _, tt := range tests {

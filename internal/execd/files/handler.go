@@ -23,6 +23,10 @@ import (
 // DefaultMaxJSONBody is the JSON body limit used when Options.MaxJSONBody is 0.
 const DefaultMaxJSONBody = 8 << 20
 
+// DefaultMaxReplaceGrowth is the growth limit used when
+// Options.MaxReplaceGrowth is 0.
+const DefaultMaxReplaceGrowth = 64 << 20
+
 // Options configures a Handler. The zero value is usable.
 type Options struct {
 	// BaseDir is the directory relative paths resolve against; "" means the
@@ -31,6 +35,11 @@ type Options struct {
 	// MaxJSONBody caps JSON request bodies in bytes; 0 means DefaultMaxJSONBody.
 	// It also caps the metadata parts an upload may hold pending.
 	MaxJSONBody int64
+	// MaxReplaceGrowth caps how many bytes one /files/replace request may
+	// add to the files it rewrites, together; 0 means
+	// DefaultMaxReplaceGrowth. Replacing a short string by a long one
+	// multiplies a file: without a cap one request could fill the disk.
+	MaxReplaceGrowth int64
 	// Logger receives debug and warning records; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -40,6 +49,7 @@ type Options struct {
 type Handler struct {
 	base    string
 	maxJSON int64
+	maxGrow int64
 	log     *slog.Logger
 	// rename is os.Rename and removeAll os.RemoveAll; tests replace them
 	// to simulate EXDEV and to guard against removing "/".
@@ -52,6 +62,7 @@ func New(opts Options) *Handler {
 	h := &Handler{
 		base:      opts.BaseDir,
 		maxJSON:   opts.MaxJSONBody,
+		maxGrow:   opts.MaxReplaceGrowth,
 		log:       opts.Logger,
 		rename:    os.Rename,
 		removeAll: os.RemoveAll,
@@ -68,6 +79,9 @@ func New(opts Options) *Handler {
 	}
 	if h.maxJSON <= 0 {
 		h.maxJSON = DefaultMaxJSONBody
+	}
+	if h.maxGrow <= 0 {
+		h.maxGrow = DefaultMaxReplaceGrowth
 	}
 	if h.log == nil {
 		h.log = slog.Default()

@@ -62,6 +62,11 @@ func (h *Handler) moveOne(src, dst string) error {
 	if err != nil {
 		return fsError(err, "move: source", src)
 	}
+	for _, p := range []string{src, filepath.Dir(dst)} {
+		if kind := pseudoFS(p); kind != "" {
+			return apierror.BadRequest(apierror.CodeInvalidFile, "move %q to %q: %q is on the %s pseudo-filesystem, whose files cannot be moved", src, dst, p, kind)
+		}
+	}
 	parent := filepath.Dir(dst)
 	pfi, err := os.Stat(parent)
 	if err != nil {

@@ -178,3 +178,25 @@ func TestMoveRealCrossDevice(t *testing.T) {
 		t.Errorf("source still exists after cross-device move (%v)", err)
 	}
 }
+
+// Moving a file of a kernel pseudo-filesystem is the caller's mistake, not
+// execd's: /proc/self/mem across filesystems used to fail with EIO and 500.
+func TestMovePseudoFilesystem(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct{ src, dst string }{
+		{"/proc/self/mem", filepath.Join(e.dir, "mem")},
+		{"/proc/self/status", filepath.Join(e.dir, "status")},
+		{"/sys/kernel/mm", filepath.Join(e.dir, "mm")},
+	} {
+		r := e.do("POST", "/files/mv", []sandbox.RenameFileItem{{Src: tc.src, Dest: tc.dst}})
+		wantErr(t, "mv "+tc.src, r, http.StatusBadRequest, apierror.CodeInvalidFile, "pseudo-filesystem")
+		if _, err := os.Lstat(tc.dst); !os.IsNotExist(err) {
+			t.Errorf("mv %s left %s behind (%v)", tc.src, tc.dst, err)
+		}
+	}
+	// And into one: dest on /proc.
+	src := filepath.Join(e.dir, "f")
+	os.WriteFile(src, []byte("x"), 0o644)
+	r := e.do("POST", "/files/mv", []sandbox.RenameFileItem{{Src: src, Dest: "/proc/self/f"}})
+	wantErr(t, "mv into /proc", r, http.StatusBadRequest, apierror.CodeInvalidFile, "pseudo-filesystem")
+}

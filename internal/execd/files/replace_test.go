@@ -2,7 +2,12 @@ package files
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,7 +136,7 @@ func TestStreamReplace(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var out bytes.Buffer
-		n, err := streamReplace(&out, strings.NewReader(tt.in), []byte(tt.old), []byte(tt.new))
+		n, err := streamReplace(context.Background(), &out, strings.NewReader(tt.in), []byte(tt.old), []byte(tt.new))
 		want := strings.ReplaceAll(tt.in, tt.old, tt.new)
 		if err != nil || out.String() != want || n != strings.Count(tt.in, tt.old) {
 			t.Errorf("streamReplace(len %d, %q, %q) = %d, %v (len %d); want %d (len %d)",
@@ -152,9 +157,71 @@ func FuzzStreamReplace(f *testing.F) {
 		}
 		s := strings.Repeat(in, 1+int(reps)%(2*replaceChunk/max(1, len(in))+2))
 		var out bytes.Buffer
-		n, err := streamReplace(&out, strings.NewReader(s), []byte(old), []byte(repl))
+		n, err := streamReplace(context.Background(), &out, strings.NewReader(s), []byte(old), []byte(repl))
 		if err != nil || out.String() != strings.ReplaceAll(s, old, repl) || n != strings.Count(s, old) {
 			t.Fatalf("streamReplace(len %d, %q, %q) = %d, %v; disagrees with strings.ReplaceAll", len(s), old, repl, n, err)
 		}
 	})
 }
+
+// Replacing a short string by a long one multiplies a file; one request
+// may grow its files by at most the cap, and one that would grow them more
+// changes nothing.
+func TestReplaceGrowthLimit(t *testing.T) {
+	e := newEnv(t)
+	small := filepath.Join(e.dir, "a-small.txt") // sorted first: would be rewritten first
+	big := filepath.Join(e.dir, "b-big.txt")
+	os.WriteFile(small, []byte("x-x"), 0o644)
+	os.WriteFile(big, bytes.Repeat([]byte("x"), 64<<10), 0o644)
+	long := strings.Repeat("y", 1100) // 64 Ki matches x 1099 bytes > 64 MiB
+	r := e.do("POST", "/files/replace", map[string]sandbox.ReplaceFileContentItem{
+		small: {Old: "x", New: "z"},
+		big:   {Old: "x", New: long},
+	})
+	wantErr(t, "replace", r, http.StatusRequestEntityTooLarge, "RESULT_TOO_LARGE", "nothing was changed")
+	if b, _ := os.ReadFile(small); string(b) != "x-x" {
+		t.Errorf("small file = %q, want it unchanged", b)
+	}
+	if fi, _ := os.Stat(big); fi.Size() != 64<<10 {
+		t.Errorf("big file size = %d, want it unchanged", fi.Size())
+	}
+	if left, _ := filepath.Glob(filepath.Join(e.dir, ".osb-replace-*")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+// Work stops with the request: a request whose context has ended changes
+// nothing and leaves no temporary file.
+func TestReplaceStopsWithRequest(t *testing.T) {
+	e := newEnv(t)
+	path := filepath.Join(e.dir, "f.txt")
+	content := bytes.Repeat([]byte("ab"), 1<<20)
+	os.WriteFile(path, content, 0o644)
+	body, _ := json.Marshal(map[string]sandbox.ReplaceFileContentItem{path: {Old: "a", New: "c"}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	req := httptest.NewRequestWithContext(ctx, "POST", "/files/replace", bytes.NewReader(body))
+	rec := httptest.NewRecorder()
+	e.h.Replace(rec, req)
+	wantErr(t, "replace", reply{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}, http.StatusRequestTimeout, "REQUEST_CANCELED", "canceled")
+	if b, _ := os.ReadFile(path); !bytes.Equal(b, content) {
+		t.Error("the file changed")
+	}
+	if left, _ := filepath.Glob(filepath.Join(e.dir, ".osb-replace-*")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+	// Mid-stream: streamReplace notices the end between chunks.
+	ctx, cancel = context.WithCancel(context.Background())
+	var out bytes.Buffer
+	n, err := streamReplace(ctx, writerFunc(func(p []byte) (int, error) {
+		cancel() // the client leaves once output starts
+		return out.Write(p)
+	}), bytes.NewReader(content), []byte("a"), []byte("c"))
+	if !errors.Is(err, context.Canceled) || out.Len() >= len(content) {
+		t.Errorf("streamReplace after cancel = %d, %v with %d of %d bytes written; want context.Canceled early", n, err, out.Len(), len(content))
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -31,3 +31,27 @@ func sysStat(abs string, fi fs.FileInfo) statDetails {
 	}
 	return d
 }
+
+// pseudoFS names the kernel's virtual filesystem abs lies on (proc, sysfs,
+// cgroup, ...), or "" for an ordinary one. Their files are views of kernel
+// state: they cannot be renamed, and copying them (a move across
+// filesystems) reads nothing sensible — /proc/<pid>/mem fails with EIO.
+func pseudoFS(abs string) string {
+	var st unix.Statfs_t
+	if err := unix.Statfs(abs, &st); err != nil {
+		return ""
+	}
+	switch int64(st.Type) {
+	case unix.PROC_SUPER_MAGIC:
+		return "proc"
+	case unix.SYSFS_MAGIC:
+		return "sysfs"
+	case unix.CGROUP_SUPER_MAGIC, unix.CGROUP2_SUPER_MAGIC:
+		return "cgroup"
+	case unix.DEBUGFS_MAGIC, unix.TRACEFS_MAGIC, unix.SECURITYFS_MAGIC, unix.BPF_FS_MAGIC:
+		return "kernel debug/security"
+	case unix.DEVPTS_SUPER_MAGIC:
+		return "devpts"
+	}
+	return ""
+}

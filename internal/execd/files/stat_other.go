@@ -23,3 +23,6 @@ func sysStat(_ string, fi fs.FileInfo) statDetails {
 	}
 	return d
 }
+
+// pseudoFS reports kernel pseudo-filesystems on Linux only.
+func pseudoFS(string) string { return "" }

@@ -139,6 +139,40 @@ const (
 
 var errInvalidFrame = errors.New("invalid frame")
 
+// clientOp is a decoded, validated client frame: what the client asks for.
+type clientOp struct {
+	kind       string // msgStdin, msgResize, msgSignal or msgPing
+	data       []byte // stdin
+	rows, cols uint16 // resize
+	sig        syscall.Signal
+}
+
+// decodeClientFrame decodes one WebSocket message from a client: a binary
+// frame is 0x00 followed by stdin bytes, a text frame a JSON clientMessage.
+// Every error wraps errInvalidFrame.
+func decodeClientFrame(binaryFrame bool, b []byte) (clientOp, error) {
+	if binaryFrame {
+		if len(b) == 0 || b[0] != chanStdin {
+			return clientOp{}, fmt.Errorf("%w: binary frames from the client must start with 0x00 (stdin)", errInvalidFrame)
+		}
+		return clientOp{kind: msgStdin, data: b[1:]}, nil
+	}
+	msg, err := parseClientMessage(b)
+	if err != nil {
+		return clientOp{}, err
+	}
+	op := clientOp{kind: msg.Type}
+	switch msg.Type {
+	case msgStdin:
+		op.data = []byte(*msg.Data)
+	case msgResize:
+		op.rows, op.cols = uint16(*msg.Rows), uint16(*msg.Cols)
+	case msgSignal:
+		op.sig, _ = parseSignal(msg.Signal) // validated by parseClientMessage
+	}
+	return op, nil
+}
+
 // parseClientMessage decodes and validates a text frame.
 func parseClientMessage(b []byte) (clientMessage, error) {
 	var m clientMessage

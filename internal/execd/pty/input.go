@@ -21,34 +21,24 @@ func (c *client) handleFrame(typ websocket.MessageType, b []byte) {
 	if _, ok := s.attached(c); !ok {
 		return
 	}
-	if typ == websocket.MessageBinary {
-		if len(b) == 0 || b[0] != chanStdin {
-			s.reply(c, errorFrame(codeInvalidFrame, "binary frames from the client must start with 0x00 (stdin)"))
-			return
-		}
-		c.enqueue(func(p *process) { s.writeStdin(c, p, b[1:]) })
-		return
-	}
-	msg, err := parseClientMessage(b)
+	op, err := decodeClientFrame(typ == websocket.MessageBinary, b)
 	if err != nil {
 		s.reply(c, errorFrame(codeInvalidFrame, "%v", err))
 		return
 	}
-	switch msg.Type {
+	switch op.kind {
 	case msgStdin:
-		c.enqueue(func(p *process) { s.writeStdin(c, p, []byte(*msg.Data)) })
+		c.enqueue(func(p *process) { s.writeStdin(c, p, op.data) })
 	case msgResize:
-		rows, cols := uint16(*msg.Rows), uint16(*msg.Cols)
 		// A resize means nothing to a process on pipes; it is accepted and ignored.
 		c.enqueue(func(p *process) {
-			if err := p.resize(rows, cols); err != nil {
+			if err := p.resize(op.rows, op.cols); err != nil {
 				s.reply(c, errorFrame(codeRuntimeError, "%v", err))
 			}
 		})
 	case msgSignal:
-		sig, _ := parseSignal(msg.Signal) // validated by parseClientMessage
 		c.enqueue(func(p *process) {
-			if err := p.signal(sig); err != nil {
+			if err := p.signal(op.sig); err != nil {
 				s.reply(c, errorFrame(codeRuntimeError, "%v", err))
 			}
 		})

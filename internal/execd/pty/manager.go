@@ -163,3 +163,10 @@ func newID() string {
 	rand.Read(b[:]) // never fails on Linux (Go 1.24+ crashes instead)
 	return hex.EncodeToString(b[:])
 }
+
+// Count returns how many terminal sessions exist.
+func (m *Manager) Count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.sessions)
+}

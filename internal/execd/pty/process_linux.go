@@ -55,6 +55,7 @@ func startTTY(cmd *exec.Cmd) (*process, error) {
 		master.Close()
 		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
+	proc.PreferAsOOMVictim(cmd.Process.Pid)
 	return &process{
 		cmd:     cmd,
 		tty:     true,
@@ -110,6 +111,7 @@ func startPipes(cmd *exec.Cmd) (*process, error) {
 		closeFiles(inW, outR, errR)
 		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
+	proc.PreferAsOOMVictim(cmd.Process.Pid)
 	return &process{
 		cmd:     cmd,
 		stdin:   inW,

@@ -22,6 +22,7 @@ import (
 	"github.com/opensandbox-go/opensandbox/internal/execd/proxy"
 	"github.com/opensandbox-go/opensandbox/internal/execd/pty"
 	"github.com/opensandbox-go/opensandbox/internal/execd/session"
+	"github.com/opensandbox-go/opensandbox/internal/execd/telemetry"
 	"github.com/opensandbox-go/opensandbox/internal/httpmw"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
@@ -48,6 +49,15 @@ type Config struct {
 	Proxy    *proxy.Proxy
 	// Isolated serves /v1/isolated (upstream OSEP-0013).
 	Isolated *isolation.Manager
+
+	// ReadHeaderTimeout bounds the reading of a request's headers;
+	// default DefaultReadHeaderTimeout.
+	ReadHeaderTimeout time.Duration
+	// BodyReadTimeout and BodyProgressBytes bound the reading of a request
+	// body by progress (see bodyDeadline); defaults DefaultBodyReadTimeout
+	// and DefaultBodyProgressBytes.
+	BodyReadTimeout   time.Duration
+	BodyProgressBytes int64
 }
 
 // Server is execd's HTTP API.
@@ -55,6 +65,7 @@ type Server struct {
 	cfg     Config
 	mux     *http.ServeMux
 	handler http.Handler
+	tel     *telemetry.Metrics
 }
 
 // New builds the server and its route table.
@@ -62,12 +73,27 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.ReadHeaderTimeout <= 0 {
+		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if cfg.BodyProgressBytes <= 0 {
+		cfg.BodyProgressBytes = DefaultBodyProgressBytes
+	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	s.tel = telemetry.New(telemetry.Gauges{
+		RunningCommands: cfg.Commands.Running,
+		Sessions:        cfg.Sessions.Count,
+		CodeContexts:    cfg.Code.Count,
+		Terminals:       cfg.PTY.Count,
+	})
 	for _, rt := range s.routes() {
 		s.mux.HandleFunc(rt.pattern, rt.handler)
 	}
 	s.mux.HandleFunc("/", s.notFound)
-	s.handler = s.recover(s.logRequests(s.auth(s.mux)))
+	s.handler = s.tel.Middleware(s.recover(s.logRequests(s.bodyDeadline(s.auth(s.mux)))))
 	return s
 }
 
@@ -114,6 +140,9 @@ func (s *Server) routes() []route {
 
 		{"GET /metrics", c.Metrics.Get},
 		{"GET /metrics/watch", c.Metrics.Watch},
+		// Prometheus exposition of execd itself; /metrics is the sandbox's
+		// resource usage (the contract's route).
+		{"GET /metrics/prometheus", s.tel.Handler().ServeHTTP},
 
 		{"POST /pty", c.PTY.Create},
 		{"GET /pty/{sessionId}", c.PTY.Status},
@@ -272,7 +301,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
 	hs := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelDebug),

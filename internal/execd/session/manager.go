@@ -202,3 +202,10 @@ func newID() string {
 	rand.Read(b[:])
 	return "session-" + hex.EncodeToString(b[:])
 }
+
+// Count returns how many bash sessions exist.
+func (m *Manager) Count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.sessions)
+}

@@ -104,6 +104,7 @@ func startShell(id, cwd string, opts Options) (*Shell, error) {
 		os.RemoveAll(scripts)
 		return nil, apierror.Wrap(err, http.StatusInternalServerError, apierror.CodeRuntimeError, "start session shell")
 	}
+	proc.PreferAsOOMVictim(cmd.Process.Pid)
 	sh.cmd, sh.stdin = cmd, stdinW
 
 	var readers sync.WaitGroup

@@ -94,7 +94,7 @@ func TestCreateBindMount(t *testing.T) {
 		t.Fatalf("Inspect output: %v", err)
 	}
 	hc := ins.HostConfig
-	if hc.NanoCpus != 500_000_000 || hc.Memory != 64<<20 || hc.MemorySwap != 64<<20 || hc.PidsLimit == nil || *hc.PidsLimit != 4096 {
+	if hc.NanoCpus != 500_000_000 || hc.Memory != 64<<20 || hc.MemorySwap != 64<<20 || hc.PidsLimit == nil || *hc.PidsLimit != defaultPidsLimit {
 		t.Errorf("resources = cpu %d mem %d swap %d pids %v", hc.NanoCpus, hc.Memory, hc.MemorySwap, hc.PidsLimit)
 	}
 	for _, c := range DefaultDropCapabilities {

@@ -75,7 +75,7 @@ type Options struct {
 	// namespace system calls sessions need (unshare, clone with namespace
 	// flags, mount, setns). See docs/isolation.md.
 	IsolatedExecution string
-	// PidsLimit caps the processes of a sandbox; 0 means 4096, <0 no limit.
+	// PidsLimit caps the processes of a sandbox; 0 means 1024 (see docs/configuration.md), <0 no limit.
 	PidsLimit int64
 	// Runtime is the OCI runtime name (runc, runsc, kata-runtime...);
 	// "" = engine default. New fails if the engine does not know it.
@@ -132,7 +132,7 @@ var DefaultDropCapabilities = []string{
 }
 
 const (
-	defaultPidsLimit    = 4096
+	defaultPidsLimit    = 1024
 	defaultStartTimeout = 30 * time.Second
 	networkBridge       = "bridge"
 	networkHost         = "host"
