@@ -87,6 +87,9 @@ func (s *Server) checkCreate(req *sandbox.CreateSandboxRequest) (runtime.Spec, t
 	if spec.Resources, err = checkResources(req.ResourceLimits); err != nil {
 		return spec, 0, err
 	}
+	if _, ok := req.ResourceLimits[limitDisk]; !ok {
+		spec.Resources.DiskBytes = s.cfg.DefaultDiskLimit
+	}
 	if err := checkEnv(req.Env); err != nil {
 		return spec, 0, err
 	}
@@ -137,8 +140,13 @@ func (s *Server) checkTimeout(seconds *int64) (time.Duration, error) {
 	return time.Duration(*seconds) * time.Second, nil
 }
 
+// limitDisk is the resourceLimits key of the disk limit, Kubernetes' name
+// for a container's writable-layer (and log) storage.
+const limitDisk = "ephemeral-storage"
+
 // checkResources parses resourceLimits: cpu (Kubernetes CPU quantity),
-// memory (Kubernetes memory quantity) and gpu (a count or "all").
+// memory and ephemeral-storage (Kubernetes byte quantities) and gpu (a
+// count or "all").
 func checkResources(limits map[string]string) (runtime.Resources, error) {
 	var res runtime.Resources
 	for _, k := range slices.Sorted(maps.Keys(limits)) {
@@ -159,6 +167,15 @@ func checkResources(limits map[string]string) (runtime.Resources, error) {
 				return res, badRequest("resourceLimits.memory %q is below the minimum of 6Mi", limits[k])
 			}
 			res.MemoryBytes = n
+		case limitDisk:
+			n, err := docker.ParseMemory(v)
+			if err != nil {
+				return res, badRequest("resourceLimits.%s %q is not a byte quantity such as \"512Mi\" or \"10Gi\"", k, limits[k])
+			}
+			if n < docker.MinDiskBytes {
+				return res, badRequest("resourceLimits.%s %q is below the minimum of 16Mi", k, limits[k])
+			}
+			res.DiskBytes = n
 		case "gpu":
 			if v == "all" {
 				res.GPUs = -1
@@ -170,7 +187,7 @@ func checkResources(limits map[string]string) (runtime.Resources, error) {
 			}
 			res.GPUs = n
 		default:
-			return res, badRequest("resourceLimits: unknown key %q (allowed: cpu, memory, gpu)", k)
+			return res, badRequest("resourceLimits: unknown key %q (allowed: cpu, memory, %s, gpu)", k, limitDisk)
 		}
 	}
 	return res, nil
