@@ -12,6 +12,7 @@ dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 command -v unshare >/dev/null || need+=(util-linux)
 command -v make >/dev/null || need+=(make)
 command -v ip >/dev/null || need+=(iproute2)
+command -v mkfs.btrfs >/dev/null || need+=(btrfs-progs) # the disk-quota data root below
 for pkg in python3-ipykernel python3-matplotlib python3-numpy; do
 	dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
@@ -84,13 +85,79 @@ if docker info >/dev/null 2>&1 && [ "$(docker info --format '{{.LiveRestoreEnabl
 	fi
 fi
 
+# ---- disk quotas: a btrfs data root for the dockerd this script starts ----
+# Sandbox disk limits (resourceLimits.ephemeral-storage) need a Docker
+# storage driver that enforces the per-container "size" option. This
+# kernel has no XFS or ext4 quotas, so the data root is btrfs with simple
+# quotas, in a sparse image file when the host has no btrfs to offer; see
+# docs/server.md#disk-limits. Only for a dockerd started here, never over
+# an existing data root nor a data-root/storage-driver set in daemon.json;
+# OSB_DOCKER_DISK_QUOTA=off skips it. Idempotent: an existing image is
+# mounted again, a mounted one used as it is. On failure dockerd starts
+# with its defaults (disk limits then fail with DISK_LIMIT_NOT_SUPPORTED).
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+QUOTA_DIR=/var/lib/opensandbox
+QUOTA_IMG=$QUOTA_DIR/docker-btrfs.img
+QUOTA_ROOT=$QUOTA_DIR/docker
+
+# quota_root ARRAY appends the dockerd flags of the quota data root to ARRAY.
+quota_root() {
+	local -n args=$1
+	if [ "${OSB_DOCKER_DISK_QUOTA:-on}" = off ]; then
+		return 0
+	fi
+	if [ -f /etc/docker/daemon.json ] && grep -Eq '"(data-root|graph|storage-driver)"' /etc/docker/daemon.json; then
+		echo "disk quotas: /etc/docker/daemon.json chooses the data root or storage driver; leaving them as they are"
+		return 0
+	fi
+	if ! prepare_quota_root; then
+		echo "disk quotas: could not prepare a btrfs data root; dockerd starts with its defaults and sandbox disk limits will be refused" >&2
+		return 0
+	fi
+	args+=(--data-root "$QUOTA_ROOT" --storage-driver btrfs)
+}
+
+# prepare_quota_root makes QUOTA_ROOT a btrfs mount with simple quotas on.
+prepare_quota_root() {
+	mkdir -p "$QUOTA_ROOT"
+	if ! mountpoint -q "$QUOTA_ROOT"; then
+		if [ -n "$(ls -A "$QUOTA_ROOT")" ]; then
+			echo "disk quotas: $QUOTA_ROOT is not empty and not a mount point; not mounting over it" >&2
+			return 1
+		fi
+		if [ ! -f "$QUOTA_IMG" ]; then
+			local avail size
+			avail=$(df --output=avail -B1 "$QUOTA_DIR" | tail -1)
+			size=$((avail / 4 * 3 / (1 << 30)))
+			[ "$size" -gt 256 ] && size=256
+			if [ "$size" -lt 4 ]; then
+				echo "disk quotas: only $((avail >> 20)) MiB free under $QUOTA_DIR" >&2
+				return 1
+			fi
+			echo "disk quotas: making a ${size} GiB sparse btrfs image $QUOTA_IMG"
+			truncate -s "${size}G" "$QUOTA_IMG.tmp" && mkfs.btrfs -q "$QUOTA_IMG.tmp" >/dev/null &&
+				mv "$QUOTA_IMG.tmp" "$QUOTA_IMG" || { rm -f "$QUOTA_IMG.tmp"; return 1; }
+		fi
+		mount -o loop,discard=async "$QUOTA_IMG" "$QUOTA_ROOT" || return 1
+	fi
+	if [ "$(stat -f -c %T "$QUOTA_ROOT")" != btrfs ]; then
+		echo "disk quotas: $QUOTA_ROOT is mounted but not btrfs" >&2
+		return 1
+	fi
+	local go=go
+	command -v go >/dev/null || go=/usr/local/go/bin/go
+	(cd "$REPO" && "$go" run ./scripts/btrfs-squota "$QUOTA_ROOT")
+}
+
 if ! docker info >/dev/null 2>&1; then
 	if [ "$(id -u)" != 0 ]; then
 		echo "the Docker engine is not running; start it (sudo dockerd) or run as root" >&2
 		exit 1
 	fi
 	echo "starting dockerd"
-	nohup dockerd >/var/log/dockerd-opensandbox.log 2>&1 &
+	dockerd_args=()
+	quota_root dockerd_args
+	nohup dockerd "${dockerd_args[@]}" >/var/log/dockerd-opensandbox.log 2>&1 &
 	for _ in $(seq 1 60); do
 		docker info >/dev/null 2>&1 && break
 		sleep 0.5

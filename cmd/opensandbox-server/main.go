@@ -28,6 +28,9 @@ import (
 	"time"
 
 	"github.com/opensandbox-go/opensandbox/api"
+	"github.com/opensandbox-go/opensandbox/internal/runtime"
+	"github.com/opensandbox-go/opensandbox/internal/grammar"
+	"github.com/opensandbox-go/opensandbox/internal/runtime/docker"
 	"github.com/opensandbox-go/opensandbox/internal/server"
 	"github.com/opensandbox-go/opensandbox/internal/serverconfig"
 	"github.com/opensandbox-go/opensandbox/internal/store"
@@ -151,6 +154,11 @@ func serve(ctx context.Context, cfg serverconfig.Config, logger *slog.Logger) er
 	}
 	defer closeRuntime()
 
+	diskLimit, err := defaultDiskLimit(ctx, cfg.Storage.DefaultDiskLimit, rt, logger)
+	if err != nil {
+		return err
+	}
+
 	spec, err := openAPIJSON(api.LifecycleYAML)
 	if err != nil {
 		return err
@@ -163,6 +171,7 @@ func serve(ctx context.Context, cfg serverconfig.Config, logger *slog.Logger) er
 		MaxTimeout:       cfg.Server.MaxSandboxTimeout(),
 		MinTimeout:       cfg.Server.MinSandboxTimeout(),
 		AllowedHostPaths: cfg.Storage.AllowedHostPaths,
+		DefaultDiskLimit: diskLimit,
 		OpenAPIJSON:      spec,
 		Logger:           logger,
 	})
@@ -178,6 +187,35 @@ func serve(ctx context.Context, cfg serverconfig.Config, logger *slog.Logger) er
 	logger.Info("opensandbox-server listening", "addr", cfg.Server.Addr(),
 		"config", cfg.Path, "store", st.Path(), "auth", cfg.Server.APIKey != "")
 	return runUntilDone(ctx, srv, hs, ln, logger)
+}
+
+// defaultDiskLimit parses storage.default_disk_limit ("" = none) and,
+// when one is set, asks the runtime whether it can enforce it: creates
+// that rely on the default fail when it cannot, so the operator is told
+// now. An engine that cannot be asked only gets a note; creates ask again.
+func defaultDiskLimit(ctx context.Context, v string, rt runtime.Runtime, logger *slog.Logger) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := grammar.ParseMemory(v)
+	if err != nil || n < docker.MinDiskBytes {
+		return 0, fmt.Errorf("storage.default_disk_limit = %q: want a size of at least 16Mi such as \"10Gi\"", v)
+	}
+	dc, ok := rt.(runtime.DiskLimitChecker)
+	if !ok {
+		logger.Warn("storage.default_disk_limit is set but the runtime cannot say whether it enforces disk limits", "default_disk_limit", v)
+		return n, nil
+	}
+	switch err := dc.CheckDiskLimit(ctx); {
+	case errors.Is(err, runtime.ErrDiskLimitUnsupported):
+		logger.Warn("storage.default_disk_limit is set but the engine cannot enforce disk limits: every create without its own resourceLimits.ephemeral-storage will fail with 400 DISK_LIMIT_NOT_SUPPORTED; see docs/server.md#disk-limits",
+			"default_disk_limit", v, "err", err)
+	case err != nil:
+		logger.Warn("could not ask the engine whether it enforces disk limits; creates will ask again", "default_disk_limit", v, "err", err)
+	default:
+		logger.Info("sandbox disk limit", "default_disk_limit", v)
+	}
+	return n, nil
 }
 
 // runUntilDone runs the server's background work and the HTTP server

@@ -61,6 +61,7 @@ const (
 	CodeInvalidState          = "INVALID_STATE"
 	CodeAPINotSupported       = "API_NOT_SUPPORTED"
 	CodeImagePullFailed       = "IMAGE_PULL_FAILED"
+	CodeDiskLimitUnsupported  = "DISK_LIMIT_NOT_SUPPORTED"
 	CodeSandboxStartFailed    = "SANDBOX_START_FAILED"
 	CodeHostPathNotAllowed    = "HOST_PATH_NOT_ALLOWED"
 	CodeVolumeNotFound        = "VOLUME_NOT_FOUND"

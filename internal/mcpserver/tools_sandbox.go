@@ -72,7 +72,7 @@ type CreateIn struct {
 	SkipHealthCheck              bool              `json:"skip_health_check,omitempty" jsonschema:"return once the sandbox is Running without waiting for execd"`
 	Env                          map[string]string `json:"env,omitempty" jsonschema:"environment variables of the sandbox"`
 	Metadata                     map[string]string `json:"metadata,omitempty" jsonschema:"labels to find the sandbox by in sandbox_list"`
-	Resource                     map[string]string `json:"resource,omitempty" jsonschema:"resource limits, e.g. {\"cpu\": \"1\", \"memory\": \"2Gi\"}"`
+	Resource                     map[string]string `json:"resource,omitempty" jsonschema:"resource limits, e.g. {\"cpu\": \"1\", \"memory\": \"2Gi\", \"ephemeral-storage\": \"10Gi\"}"`
 	NetworkPolicy                *NetworkPolicyIn  `json:"network_policy,omitempty" jsonschema:"egress policy; gives the sandbox an egress sidecar, which egress_get_policy and egress_patch_policy talk to"`
 	CredentialProxy              bool              `json:"credential_proxy,omitempty" jsonschema:"turn on the credential proxy, which injects credentials the host writes into the vault (outside MCP) into outbound HTTPS; needs network_policy"`
 	Extensions                   map[string]string `json:"extensions,omitempty" jsonschema:"server-specific extensions"`

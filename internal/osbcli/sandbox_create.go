@@ -33,7 +33,7 @@ func (a *app) sandboxCreateCommand() *cobra.Command {
 	f.StringArrayVarP(&env, "env", "e", nil, "environment variable KEY=VALUE (repeatable)")
 	f.StringArrayVarP(&metadata, "metadata", "m", nil, "metadata label KEY=VALUE (repeatable)")
 	f.StringArrayVar(&extensions, "extension", nil, "runtime extension KEY=VALUE (repeatable)")
-	f.StringArrayVar(&resources, "resource", nil, "resource limit KEY=VALUE: cpu, memory, gpu (repeatable; default cpu=1,memory=2Gi)")
+	f.StringArrayVar(&resources, "resource", nil, "resource limit KEY=VALUE: cpu, memory, ephemeral-storage (disk), gpu (repeatable; default cpu=1,memory=2Gi)")
 	f.StringArrayVar(&entrypoint, "entrypoint", nil, "entrypoint argv item (repeatable; default tail -f /dev/null)")
 	f.StringVar(&networkFile, "network-policy-file", "", "JSON or YAML network policy file")
 	f.BoolVar(&credProxy, "credential-proxy", false, "enable the credential proxy (needs --network-policy-file); fill it with osb credential-vault create")

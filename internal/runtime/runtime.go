@@ -30,6 +30,11 @@ var (
 	// be pulled (bad reference, credentials or registry); it is also an
 	// ErrInvalid.
 	ErrImagePull = fmt.Errorf("image pull failed: %w", ErrInvalid)
+
+	// ErrDiskLimitUnsupported marks a create with Resources.DiskBytes on an
+	// engine that cannot enforce a disk size: the sandbox is not created
+	// rather than run without the limit. It is also an ErrNotSupported.
+	ErrDiskLimitUnsupported = fmt.Errorf("disk limits are not enforced by this engine: %w", ErrNotSupported)
 )
 
 // Spec is everything needed to create a sandbox. The server validates and
@@ -87,6 +92,19 @@ type Resources struct {
 	NanoCPUs    int64 // 1e9 = one core
 	MemoryBytes int64
 	GPUs        int // number of GPUs; -1 = all
+	// DiskBytes caps what the sandbox may write to its own filesystem
+	// (Kubernetes' ephemeral-storage): the image's files are not counted,
+	// volumes are not part of it. A driver that cannot enforce it fails
+	// the create with ErrDiskLimitUnsupported, never ignores it.
+	DiskBytes int64
+}
+
+// DiskLimitChecker is implemented by drivers that can tell, before any
+// create, whether their engine enforces Resources.DiskBytes: nil when it
+// does, an error of class ErrDiskLimitUnsupported when it cannot, another
+// class (ErrUnavailable) when the engine could not be asked.
+type DiskLimitChecker interface {
+	CheckDiskLimit(ctx context.Context) error
 }
 
 // Volume is a mount of a host path or of a named volume.
@@ -131,6 +149,8 @@ type Sandbox struct {
 	// EgressToken is the sidecar's API token; "" when the sandbox has no
 	// egress sidecar.
 	EgressToken string
+	// Resources are the limits the sandbox was created with (zero: none).
+	Resources Resources
 }
 
 // Address is where the server reaches a port of a sandbox over HTTP:

@@ -55,6 +55,9 @@ func createError(err error, spec runtime.Spec) *apierror.Error {
 		return fromRuntime(err, classCodes{}, "")
 	case errors.Is(err, runtime.ErrImagePull):
 		return apierror.Wrap(err, http.StatusBadRequest, apierror.CodeImagePullFailed, "%v", err)
+	case errors.Is(err, runtime.ErrDiskLimitUnsupported):
+		return apierror.Wrap(err, http.StatusBadRequest, apierror.CodeDiskLimitUnsupported,
+			"%v (see docs/server.md#disk-limits)", err)
 	case errors.Is(err, runtime.ErrNotFound) && spec.SnapshotID != "" && !hasClaims(spec):
 		return apierror.Wrap(err, http.StatusNotFound, apierror.CodeSnapshotNotFound,
 			"the image of snapshot %q is gone: %v", spec.SnapshotID, err)

@@ -70,6 +70,7 @@ func TestCreateErrorMapping(t *testing.T) {
 		{"snapshot image gone", fmt.Errorf("docker: snapshot: %w", runtime.ErrNotFound), "snap", 404, apierror.CodeSnapshotNotFound, "snap"},
 		{"engine down", fmt.Errorf("docker: %w", runtime.ErrUnavailable), "", 503, apierror.CodeRuntimeUnavailable, "unavailable"},
 		{"not supported", fmt.Errorf("docker: gpus: %w", runtime.ErrNotSupported), "", 400, apierror.CodeAPINotSupported, "gpus"},
+		{"disk limit not enforced", fmt.Errorf("docker: storage driver overlay2 on extfs: %w", runtime.ErrDiskLimitUnsupported), "", 400, apierror.CodeDiskLimitUnsupported, "overlay2 on extfs"},
 		{"start failure", errors.New("docker: start sandbox: OCI runtime create failed"), "", 500, apierror.CodeSandboxStartFailed, "OCI runtime create failed"},
 	}
 	for _, tc := range tests {

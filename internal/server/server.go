@@ -51,6 +51,12 @@ type Config struct {
 	// AllowedHostPaths are the host directories host volumes must lie
 	// under; empty rejects every host volume.
 	AllowedHostPaths []string
+	// DefaultDiskLimit is the disk limit in bytes of sandboxes created
+	// without resourceLimits.ephemeral-storage; 0 means none. When the
+	// runtime cannot enforce it, such creates fail (400
+	// DISK_LIMIT_NOT_SUPPORTED) rather than run unlimited, and New logs a
+	// warning.
+	DefaultDiskLimit int64
 	// OpenAPIJSON is served at /openapi.json.
 	OpenAPIJSON []byte
 	// Logger receives the server's logs; nil means slog.Default().

@@ -82,6 +82,9 @@ func (s *Server) checkCreate(req *sandbox.CreateSandboxRequest) (runtime.Spec, t
 	if spec.Resources, err = checkResources(req.ResourceLimits); err != nil {
 		return spec, 0, err
 	}
+	if _, ok := req.ResourceLimits[limitDisk]; !ok {
+		spec.Resources.DiskBytes = s.cfg.DefaultDiskLimit
+	}
 	if err := checkEnv(req.Env); err != nil {
 		return spec, 0, err
 	}
@@ -132,8 +135,13 @@ func (s *Server) checkTimeout(seconds *int64) (time.Duration, error) {
 	return time.Duration(*seconds) * time.Second, nil
 }
 
+// limitDisk is the resourceLimits key of the disk limit, Kubernetes' name
+// for a container's writable-layer (and log) storage.
+const limitDisk = "ephemeral-storage"
+
 // checkResources parses resourceLimits: cpu (Kubernetes CPU quantity),
-// memory (Kubernetes memory quantity) and gpu (a count or "all").
+// memory and ephemeral-storage (Kubernetes byte quantities) and gpu (a
+// count or "all").
 func checkResources(limits map[string]string) (runtime.Resources, error) {
 	var res runtime.Resources
 	for _, k := range slices.Sorted(maps.Keys(limits)) {
@@ -151,6 +159,14 @@ func checkResources(limits map[string]string) (runtime.Resources, error) {
 				return res, badRequest("resourceLimits.memory %q is not a memory quantity such as \"512Mi\" or \"2Gi\"", limits[k])
 			}
 			res.MemoryBytes = n
+		case limitDisk:
+			// The smallest limit an engine accepts is the driver's to
+			// check (ErrInvalid, also a 400).
+			n, err := grammar.ParseMemory(v)
+			if err != nil || n <= 0 {
+				return res, badRequest("resourceLimits.%s %q is not a positive byte quantity such as \"512Mi\" or \"10Gi\"", k, limits[k])
+			}
+			res.DiskBytes = n
 		case "gpu":
 			if v == "all" {
 				res.GPUs = -1
@@ -162,7 +178,7 @@ func checkResources(limits map[string]string) (runtime.Resources, error) {
 			}
 			res.GPUs = n
 		default:
-			return res, badRequest("resourceLimits: unknown key %q (allowed: cpu, memory, gpu)", k)
+			return res, badRequest("resourceLimits: unknown key %q (allowed: cpu, memory, %s, gpu)", k, limitDisk)
 		}
 	}
 	return res, nil

@@ -69,6 +69,11 @@ func TestCreateValidationRejects(t *testing.T) {
 		{"zero cpu", func(b map[string]any) { b["resourceLimits"] = map[string]string{"cpu": "0"} }, bad, invalid, "resourceLimits.cpu"},
 		{"bad memory", func(b map[string]any) { b["resourceLimits"] = map[string]string{"memory": "2GB"} }, bad, invalid, "resourceLimits.memory"},
 		{"bad gpu", func(b map[string]any) { b["resourceLimits"] = map[string]string{"gpu": "-1"} }, bad, invalid, "resourceLimits.gpu"},
+		{"bad disk", func(b map[string]any) { b["resourceLimits"] = map[string]string{"ephemeral-storage": "10GB"} }, bad, invalid, "resourceLimits.ephemeral-storage"},
+		{"negative disk", func(b map[string]any) { b["resourceLimits"] = map[string]string{"ephemeral-storage": "-1Gi"} }, bad, invalid, "resourceLimits.ephemeral-storage"},
+		// The smallest limit an engine takes is the driver's check
+		// (TestCreateDiskLimit in internal/runtime/docker).
+		{"zero disk", func(b map[string]any) { b["resourceLimits"] = map[string]string{"ephemeral-storage": "0"} }, bad, invalid, "not a positive byte quantity"},
 		{"gpu word", func(b map[string]any) { b["resourceLimits"] = map[string]string{"gpu": "some"} }, bad, invalid, "resourceLimits.gpu"},
 		{"reserved metadata", func(b map[string]any) { b["metadata"] = map[string]string{"opensandbox.io/id": "x"} }, bad, invalid, "reserved"},
 		{"reserved metadata subdomain", func(b map[string]any) { b["metadata"] = map[string]string{"x.opensandbox.io/id": "x"} }, bad, invalid, "reserved"},
@@ -257,6 +262,42 @@ func TestCreateManualCleanupAndGPUCount(t *testing.T) {
 	}
 	if _, armed := e.srv.lc.Deadline(spec.ID); armed {
 		t.Errorf("manual-cleanup sandbox %s has an expiry deadline", spec.ID)
+	}
+}
+
+// TestCreateDiskLimit checks that resourceLimits.ephemeral-storage reaches
+// the runtime in bytes, in the grammar of memory, and that the configured
+// default applies only when the request names no disk limit.
+func TestCreateDiskLimit(t *testing.T) {
+	const def = 3 << 30
+	tests := []struct {
+		name   string
+		def    int64
+		limits map[string]string
+		want   int64
+	}{
+		{"binary suffix", 0, map[string]string{"ephemeral-storage": "1.5Gi"}, 3 << 29},
+		{"decimal suffix", 0, map[string]string{"ephemeral-storage": "20M"}, 20_000_000},
+		{"plain bytes", 0, map[string]string{"ephemeral-storage": "16777216"}, 16 << 20},
+		{"none, no default", 0, map[string]string{"cpu": "1"}, 0},
+		{"none, default", def, map[string]string{"cpu": "1"}, def},
+		{"no resourceLimits, default", def, nil, def},
+		{"request beats default", def, map[string]string{"ephemeral-storage": "64Mi"}, 64 << 20},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, func(c *Config) { c.DefaultDiskLimit = tc.def })
+			b := createBody()
+			if tc.limits == nil {
+				delete(b, "resourceLimits")
+			} else {
+				b["resourceLimits"] = tc.limits
+			}
+			e.createSandbox(b)
+			if got := e.rt.lastSpec().Resources.DiskBytes; got != tc.want {
+				t.Errorf("spec.Resources.DiskBytes = %d, want %d", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -228,6 +228,12 @@ type Storage struct {
 	// Kubernetes quantity (e.g. "1Gi", "500Mi"); default "1Gi". Docker
 	// volumes have no size, so it only matters on Kubernetes.
 	VolumeDefaultSize string `toml:"volume_default_size"`
+	// default_disk_limit: the disk limit of sandboxes created without
+	// resourceLimits.ephemeral-storage, as a Kubernetes quantity of at
+	// least 16Mi (e.g. "10Gi"); default "" = none. When the engine cannot
+	// enforce disk limits, the server warns at start and such creates
+	// fail rather than run unlimited (see docs/server.md#disk-limits).
+	DefaultDiskLimit string `toml:"default_disk_limit"`
 }
 
 // Store is the [store] table: the embedded file for snapshot records and

@@ -106,6 +106,7 @@ execd_copy = false               # copy execd in through the engine API instead 
 [storage]
 allowed_host_paths = []          # absolute host directories sandboxes may mount; [] = none
 volume_default_size = "1Gi"
+default_disk_limit = ""          # disk limit of sandboxes that ask for none, e.g. "10Gi"; "" = none
 
 [store]
 type = "bbolt"

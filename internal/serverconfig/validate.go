@@ -127,6 +127,9 @@ func validate(c *Config) (warnings, problems []string) {
 	if v := c.Storage.VolumeDefaultSize; !positiveQuantity(v) {
 		bad("storage.volume_default_size", v, "want a positive size such as \"1Gi\" or \"500Mi\"")
 	}
+	if v := c.Storage.DefaultDiskLimit; v != "" && !positiveQuantity(v) {
+		bad("storage.default_disk_limit", v, "want \"\" (no default) or a size of at least 16Mi such as \"10Gi\"")
+	}
 
 	// [store]
 	if c.Store.Type != StoreBbolt {

@@ -35,7 +35,8 @@ type CreateOptions struct {
 	// ManualCleanup makes a sandbox that never expires; it lives until
 	// Kill.
 	ManualCleanup bool
-	// Resources are limits by name ("cpu", "memory", "gpu"). Default
+	// Resources are limits by name ("cpu", "memory", "gpu",
+	// "ephemeral-storage" for the sandbox's disk). Default
 	// {"cpu": "1", "memory": "2Gi"}.
 	Resources map[string]string
 	// Env is added to the environment of the entrypoint and of commands.

@@ -7,6 +7,7 @@ import (
 	"path"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +41,11 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (runtime.Sandbo
 		// gVisor and Kata move packets with their own network stacks or
 		// at layer 2: the namespace's nftables would never see them.
 		return runtime.Sandbox{}, fmt.Errorf("docker: network policies are enforced only for OCI runtimes that use the host kernel's network stack (runc, crun), not %q: %w", r.opts.Runtime, runtime.ErrNotSupported)
+	}
+	if spec.Resources.DiskBytes > 0 {
+		if err := r.CheckDiskLimit(ctx); err != nil {
+			return runtime.Sandbox{}, fmt.Errorf("docker: sandbox %s: disk limit: %w", spec.ID, err)
+		}
 	}
 	r.creating.Store(spec.ID, struct{}{})
 	defer r.creating.Delete(spec.ID)
@@ -153,8 +159,10 @@ func validate(spec runtime.Spec) error {
 		return fmt.Errorf("docker: sandbox %s: empty entrypoint: %w", spec.ID, runtime.ErrInvalid)
 	case spec.Image == "" && spec.SnapshotID == "":
 		return fmt.Errorf("docker: sandbox %s: no image and no snapshot: %w", spec.ID, runtime.ErrInvalid)
-	case spec.Resources.NanoCPUs < 0 || spec.Resources.MemoryBytes < 0 || spec.Resources.GPUs < -1:
+	case spec.Resources.NanoCPUs < 0 || spec.Resources.MemoryBytes < 0 || spec.Resources.GPUs < -1 || spec.Resources.DiskBytes < 0:
 		return fmt.Errorf("docker: sandbox %s: negative resource limit: %w", spec.ID, runtime.ErrInvalid)
+	case spec.Resources.DiskBytes > 0 && spec.Resources.DiskBytes < MinDiskBytes:
+		return fmt.Errorf("docker: sandbox %s: disk limit %d bytes is below the minimum of %d: %w", spec.ID, spec.Resources.DiskBytes, MinDiskBytes, runtime.ErrInvalid)
 	}
 	return nil
 }
@@ -259,6 +267,11 @@ func (r *Runtime) containerConfig(spec runtime.Spec, ref string, imgLabels map[s
 	if r.opts.PidsLimit > 0 {
 		pids := r.opts.PidsLimit
 		hc.PidsLimit = &pids
+	}
+	if res.DiskBytes > 0 {
+		// A quota on the writable layer (see disk.go); Create has
+		// checked that the engine enforces it.
+		hc.StorageOpt = map[string]string{"size": strconv.FormatInt(res.DiskBytes, 10)}
 	}
 	if res.GPUs != 0 {
 		hc.DeviceRequests = []container.DeviceRequest{{Count: res.GPUs, Capabilities: [][]string{{"gpu"}}}}

@@ -27,6 +27,7 @@ const (
 	labelPlatformOS     = labelPrefix + "platform-os"
 	labelPlatformArch   = labelPrefix + "platform-arch"
 	labelManagedVolumes = labelPrefix + "managed-volumes" // comma list
+	labelResources      = labelPrefix + "resources"       // JSON of runtime.Resources, zeros left out
 	// labelMasked lists inherited image labels under our prefix that
 	// Create blanked out (comma list); see maskInherited.
 	labelMasked = labelPrefix + "masked"
@@ -81,7 +82,19 @@ func (r *Runtime) specLabels(spec runtime.Spec, createdAt time.Time, execdPort s
 	if len(managed) > 0 {
 		l[labelManagedVolumes] = strings.Join(managed, ",")
 	}
+	if spec.Resources != (runtime.Resources{}) {
+		res, _ := json.Marshal(resourcesLabel(spec.Resources))
+		l[labelResources] = string(res)
+	}
 	return l
+}
+
+// resourcesLabel is the JSON form of labelResources.
+type resourcesLabel struct {
+	NanoCPUs    int64 `json:"nanoCPUs,omitempty"`
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	GPUs        int   `json:"gpus,omitempty"`
+	DiskBytes   int64 `json:"diskBytes,omitempty"`
 }
 
 // maskInherited blanks labels under our prefix that the image carries
@@ -173,6 +186,15 @@ func (v labelView) platform() *runtime.Platform {
 	return &runtime.Platform{OS: os, Arch: arch}
 }
 
+// resources reads labelResources; an unreadable label reads as no limits.
+func (v labelView) resources() runtime.Resources {
+	var l resourcesLabel
+	if s := v.str(labelResources); s == "" || json.Unmarshal([]byte(s), &l) != nil {
+		return runtime.Resources{}
+	}
+	return runtime.Resources{NanoCPUs: l.NanoCPUs, MemoryBytes: l.MemoryBytes, GPUs: l.GPUs, DiskBytes: l.DiskBytes}
+}
+
 func (v labelView) time(key string) *time.Time {
 	s := v.str(key)
 	if s == "" {
@@ -197,6 +219,7 @@ func sandboxFromLabels(v labelView) runtime.Sandbox {
 		ExecdToken:  v.str(labelExecdToken),
 		ExpiresAt:   v.time(labelExpiresAt),
 		EgressToken: v.str(labelEgressToken),
+		Resources:   v.resources(),
 	}
 	if t := v.time(labelCreatedAt); t != nil {
 		sb.CreatedAt = *t

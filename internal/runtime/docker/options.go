@@ -175,9 +175,16 @@ type Runtime struct {
 	// egressRef caches the sidecar image built from EgressPath.
 	egressMu  sync.Mutex
 	egressRef string
+	// diskMu guards the remembered answer of CheckDiskLimit.
+	diskMu      sync.Mutex
+	diskChecked bool
+	diskErr     error
 }
 
-var _ runtime.Runtime = (*Runtime)(nil)
+var (
+	_ runtime.Runtime          = (*Runtime)(nil)
+	_ runtime.DiskLimitChecker = (*Runtime)(nil)
+)
 
 // New checks the options and the engine and returns a Runtime. It fails
 // with runtime.ErrUnavailable when the engine does not answer and with
