@@ -146,6 +146,12 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, f *forward) {
 	for k, vv := range resp.Header {
 		h[k] = vv
 	}
+	if _, ok := resp.Header["Content-Type"]; !ok {
+		// Present but empty: the server then sends none rather than one
+		// it sniffed from the body.
+		h["Content-Type"] = nil
+	}
+	cleanTrailer(resp.Trailer)
 	announced := len(resp.Trailer)
 	if announced > 0 {
 		keys := make([]string, 0, announced)
@@ -168,6 +174,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, f *forward) {
 		panic(http.ErrAbortHandler)
 	}
 
+	cleanTrailer(resp.Trailer)
 	if len(resp.Trailer) > 0 {
 		redactHeader(resp.Trailer, needles)
 		// Force chunking, so net/http does not compute a Content-Length
@@ -286,6 +293,7 @@ func (p *Proxy) roundTrip(w http.ResponseWriter, r *http.Request, f *forward, uc
 			}
 			continue
 		}
+		removeHopByHop(resp.Header)
 		h := w.Header()
 		for k, vv := range resp.Header {
 			h[k] = vv
@@ -356,7 +364,9 @@ func writeHead(bw *bufio.Writer, r *http.Request, f *forward, upType string) err
 		if len(r.Trailer) > 0 {
 			keys := make([]string, 0, len(r.Trailer))
 			for k := range r.Trailer {
-				keys = append(keys, k)
+				if !framingField(k) {
+					keys = append(keys, k)
+				}
 			}
 			bw.WriteString("Trailer: ")
 			bw.WriteString(strings.Join(keys, ","))
@@ -474,6 +484,9 @@ func (b *bodySender) send(uc *upConn, r *http.Request, cont <-chan bool) error {
 		return nil
 	}
 	uc.bw.WriteString("0\r\n")
+	// The trailers are complete now: the server fills r.Trailer at the
+	// body's end, with fields the sandbox declared or not.
+	cleanTrailer(r.Trailer)
 	for k, vv := range r.Trailer {
 		writeHeaderLines(uc.bw, k, vv)
 	}
@@ -693,6 +706,22 @@ func removeHopByHop(h http.Header) {
 		delete(h, f)
 	}
 }
+
+// cleanTrailer drops the trailer fields that frame, route or belong to one
+// hop (RFC 9110 section 6.5.1 forbids them there): a recipient that merges
+// trailers into the header section must not be steered by them.
+func cleanTrailer(t http.Header) {
+	if len(t) == 0 {
+		return
+	}
+	removeHopByHop(t)
+	delete(t, "Content-Length")
+	delete(t, "Host")
+}
+
+// framingField reports whether the canonical field name k may not be a
+// trailer (see cleanTrailer).
+func framingField(k string) bool { return isHopHeader(k) || k == "Content-Length" || k == "Host" }
 
 func isHopHeader(k string) bool { return slices.Contains(hopHeaders, k) }
 
