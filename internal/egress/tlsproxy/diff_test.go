@@ -293,13 +293,13 @@ func (s sandboxResp) String() string {
 // answer per method (1xx answers are listed too) until the connection ends
 // or an answer does not decode.
 // seen receives every byte the sandbox read.
-func sandboxExchange(addr, raw string, methods []string, seen io.Writer) []sandboxResp {
+func sandboxExchange(addr, raw string, methods []string, seen io.Writer, timeout time.Duration) []sandboxResp {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return []sandboxResp{{Err: "dial: " + err.Error()}}
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.SetDeadline(time.Now().Add(timeout))
 	if _, err := io.WriteString(c, raw); err != nil {
 		return []sandboxResp{{Err: "write: " + err.Error()}}
 	}
@@ -351,11 +351,12 @@ type diffRig struct {
 	our                  *ourPath
 	stdTr                *http.Transport
 	ourAddr, stdAddr     string
+	timeout              time.Duration // the sandbox's wait for all answers
 }
 
 func newDiffRig(tb testing.TB, plan *inject.Plan) *diffRig {
 	tb.Helper()
-	d := &diffRig{ourOrigin: startScriptedOrigin(tb), stdOrigin: startScriptedOrigin(tb)}
+	d := &diffRig{ourOrigin: startScriptedOrigin(tb), stdOrigin: startScriptedOrigin(tb), timeout: 10 * time.Second}
 	d.our = newOurPath(tb, d.ourOrigin.addr(), plan)
 	d.ourAddr = frontEnd(tb, d.our)
 	rp, tr := stdPath(d.stdOrigin.addr())
@@ -382,7 +383,7 @@ func (d *diffRig) run(s script, raw string, methods []string) (our, std outcome)
 		side.o.reset()
 		side.o.set(s)
 		var seen strings.Builder
-		side.out.sandbox = sandboxExchange(side.addr, raw, methods, &seen)
+		side.out.sandbox = sandboxExchange(side.addr, raw, methods, &seen, d.timeout)
 		side.out.raw = seen.String()
 		side.out.origin, side.out.dials = side.o.received()
 	}

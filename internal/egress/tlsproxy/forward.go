@@ -151,14 +151,18 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, f *forward) {
 		// it sniffed from the body.
 		h["Content-Type"] = nil
 	}
+	// The declared trailers are announced; those the origin sends
+	// undeclared follow with the TrailerPrefix.
 	cleanTrailer(resp.Trailer)
-	announced := len(resp.Trailer)
-	if announced > 0 {
-		keys := make([]string, 0, announced)
+	if len(needles) > 0 {
+		redactHeader(resp.Trailer, needles) // declared names
+	}
+	var announced []string
+	if len(resp.Trailer) > 0 {
 		for k := range resp.Trailer {
-			keys = append(keys, k)
+			announced = append(announced, k)
 		}
-		h["Trailer"] = []string{strings.Join(keys, ", ")}
+		h["Trailer"] = []string{strings.Join(announced, ", ")}
 	}
 	w.WriteHeader(resp.StatusCode)
 
@@ -180,12 +184,12 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, f *forward) {
 		// Force chunking, so net/http does not compute a Content-Length
 		// for a short body and drop the trailers.
 		w.(http.Flusher).Flush()
-		prefix := ""
-		if len(resp.Trailer) != announced {
-			prefix = http.TrailerPrefix
-		}
 		for k, vv := range resp.Trailer {
-			h[prefix+k] = vv
+			if slices.Contains(announced, k) {
+				h[k] = vv
+			} else {
+				h[http.TrailerPrefix+k] = vv
+			}
 		}
 	}
 	reuse = !resp.Close && uc.br.Buffered() == 0 && body.wait()
@@ -680,9 +684,15 @@ func (f *forward) logged(err error) string {
 	return msg
 }
 
-// redactHeader replaces every value that contains a secret.
+// redactHeader replaces every value that contains a secret and drops every
+// field whose name contains one: names reach the sandbox in canonical case,
+// so a name is compared without regard to case.
 func redactHeader(h http.Header, needles []string) {
-	for _, vs := range h {
+	for k, vs := range h {
+		if nameHolds(k, needles) {
+			delete(h, k)
+			continue
+		}
 		for i, v := range vs {
 			for _, n := range needles {
 				if n != "" && strings.Contains(v, n) {
@@ -692,6 +702,15 @@ func redactHeader(h http.Header, needles []string) {
 			}
 		}
 	}
+}
+
+func nameHolds(k string, needles []string) bool {
+	for _, n := range needles {
+		if n != "" && len(n) <= len(k) && strings.Contains(strings.ToLower(k), strings.ToLower(n)) {
+			return true
+		}
+	}
+	return false
 }
 
 func removeHopByHop(h http.Header) {

@@ -2,6 +2,7 @@ package tlsproxy
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -64,5 +65,22 @@ func TestInformationalHopHeadersRemoved(t *testing.T) {
 	h := our.sandbox[0].Header
 	if len(h) != 1 || h.Get("Link") != "</s>" {
 		t.Errorf("103 reached the sandbox with %v, want only Link", sortedHeader(h))
+	}
+}
+
+// TestSecretInFieldNameDropped: an origin that echoes the injected secret as
+// a field name (of a 1xx answer, the final one or a trailer) does not show
+// it to the sandbox, in any case: names reach it canonicalized.
+func TestSecretInFieldNameDropped(t *testing.T) {
+	d := newDiffRig(t, fuzzPlan)
+	name := strings.ToUpper(fuzzSecret)
+	our, _ := d.run(fixed("HTTP/1.1 103 Early Hints\r\n"+name+": 1\r\nLink: </s>\r\n\r\n"+
+		"HTTP/1.1 200 OK\r\nX-"+name+"-Y: 1\r\nTrailer: "+name+"\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n"+name+": 2\r\nX-T: 3\r\n\r\n"),
+		"GET / HTTP/1.1\r\nHost: origin.test\r\n\r\n", []string{"GET"})
+	if strings.Contains(strings.ToLower(our.raw), strings.ToLower(fuzzSecret)) {
+		t.Errorf("the sandbox read the secret: %q", our.raw)
+	}
+	if len(our.sandbox) != 2 || our.sandbox[1].Body != "ok" || our.sandbox[1].Trailer.Get("X-T") != "3" || our.sandbox[0].Header.Get("Link") == "" {
+		t.Errorf("sandbox got %v, want a 103 with Link and ok with trailer X-T", our.sandbox)
 	}
 }
