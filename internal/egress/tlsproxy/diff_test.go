@@ -2,6 +2,8 @@ package tlsproxy
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -186,7 +188,7 @@ func frontEnd(tb testing.TB, h http.Handler) string {
 // binding, or with plan's headers injected when plan is set.
 type ourPath struct {
 	p    *Proxy
-	addr string
+	key  upstreamKey
 	plan *inject.Plan
 	end  func()
 }
@@ -201,13 +203,13 @@ func newOurPath(tb testing.TB, addr string, plan *inject.Plan) *ourPath {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	op := &ourPath{p: p, addr: addr, plan: plan, end: p.upstreams.serve()}
+	op := &ourPath{p: p, key: upstreamKey{addr: addr, plain: true}, plan: plan, end: p.upstreams.serve()}
 	tb.Cleanup(func() { op.end() })
 	return op
 }
 
 func (op *ourPath) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f := &forward{host: "origin.test", port: 80, key: upstreamKey{addr: op.addr, plain: true}, plan: op.plan.Clone()}
+	f := &forward{host: "origin.test", port: 80, key: op.key, plan: op.plan.Clone()}
 	op.p.forward(w, r, f)
 }
 
@@ -220,17 +222,22 @@ func (op *ourPath) closeIdle() {
 // stdPath is httputil.ReverseProxy over an http.Transport to addr, set up
 // to forward what the proxy forwards (the sandbox's forwarding headers,
 // no compression, the same 100-continue wait, no sniffed Content-Type).
-func stdPath(addr string) (http.Handler, *http.Transport) {
+func stdPath(addr string, roots *x509.CertPool) (http.Handler, *http.Transport) {
+	scheme := "http"
 	tr := &http.Transport{
 		DisableCompression:    true,
 		MaxIdleConnsPerHost:   maxIdlePerKey,
 		IdleConnTimeout:       idleTimeout,
 		ExpectContinueTimeout: continueTimeout,
 	}
+	if roots != nil {
+		scheme = "https"
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	}
 	rp := &httputil.ReverseProxy{
 		Transport: tr,
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Scheme = scheme
 			pr.Out.URL.Host = addr
 			pr.Out.Host = pr.In.Host
 			for _, k := range forwardingHeaders {
@@ -359,7 +366,7 @@ func newDiffRig(tb testing.TB, plan *inject.Plan) *diffRig {
 	d := &diffRig{ourOrigin: startScriptedOrigin(tb), stdOrigin: startScriptedOrigin(tb), timeout: 10 * time.Second}
 	d.our = newOurPath(tb, d.ourOrigin.addr(), plan)
 	d.ourAddr = frontEnd(tb, d.our)
-	rp, tr := stdPath(d.stdOrigin.addr())
+	rp, tr := stdPath(d.stdOrigin.addr(), nil)
 	d.stdTr = tr
 	tb.Cleanup(tr.CloseIdleConnections)
 	d.stdAddr = frontEnd(tb, rp)

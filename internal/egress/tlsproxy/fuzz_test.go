@@ -58,6 +58,13 @@ func FuzzRequestDifferential(f *testing.F) {
 				}
 			}
 		}
+		for i := range min(len(our.origin), len(std.origin)) {
+			// A request without Host (HTTP/1.0) goes out with an empty one;
+			// http.Transport writes the address it dialled instead.
+			if our.origin[i].Host == "" && std.origin[i].Host == d.stdOrigin.addr() {
+				std.origin[i].Host = ""
+			}
+		}
 		if o, s := dropTrailers(our.origin), dropTrailers(std.origin); !reflect.DeepEqual(o, s) {
 			t.Errorf("origin decoded\n ours %v\n std  %v", o, s)
 		}
