@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/egress/inject"
@@ -67,6 +68,21 @@ var buffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }
 // forward sends r to the origin f names and streams the answer back.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, f *forward) {
 	ctx := r.Context()
+	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		// A body that breaks its own framing leaves the rest of the
+		// connection unparseable. In full-duplex mode the server would
+		// read on after it, taking what follows for a new request (a
+		// desync): the connection ends with this answer instead.
+		tb := &trackedBody{ReadCloser: r.Body}
+		r.Body = tb
+		f.body = tb
+		defer func() {
+			if tb.failed.Load() && !f.closing {
+				w.(http.Flusher).Flush()
+				panic(http.ErrAbortHandler)
+			}
+		}()
+	}
 	upType := upgradeType(r.Header)
 	if !isPrint(upType) {
 		p.fail(w, r, f, fmt.Errorf("client tried to switch to invalid protocol %q", upType))
@@ -240,6 +256,21 @@ func substituteBody(r *http.Request, plan *inject.Plan) error {
 	return nil
 }
 
+// trackedBody records whether reading the sandbox's body failed (other than
+// by its end or by the proxy closing it).
+type trackedBody struct {
+	io.ReadCloser
+	failed atomic.Bool
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && !errors.Is(err, http.ErrBodyReadAfterClose) {
+		b.failed.Store(true)
+	}
+	return n, err
+}
+
 // readCloser reads from one reader and closes another (the original body).
 type readCloser struct {
 	io.Reader
@@ -372,9 +403,11 @@ func writeHead(bw *bufio.Writer, r *http.Request, f *forward, upType string) err
 					keys = append(keys, k)
 				}
 			}
-			bw.WriteString("Trailer: ")
-			bw.WriteString(strings.Join(keys, ","))
-			bw.WriteString("\r\n")
+			if len(keys) > 0 {
+				bw.WriteString("Trailer: ")
+				bw.WriteString(strings.Join(keys, ","))
+				bw.WriteString("\r\n")
+			}
 		}
 	case r.Method == "POST" || r.Method == "PUT" || r.Method == "PATCH":
 		bw.WriteString("Content-Length: 0\r\n")
@@ -661,6 +694,10 @@ func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, f *forward, err err
 	p.log.Warn("tlsproxy: upstream request failed", "method", r.Method, "host", f.host, "port", f.port, "injected", f.injected(), "err", f.logged(err))
 	if r.Context().Err() != nil {
 		return // the sandbox went away
+	}
+	if f.body != nil && f.body.failed.Load() {
+		w.Header().Set("Connection", "close") // see forward
+		f.closing = true
 	}
 	w.WriteHeader(http.StatusBadGateway)
 }
