@@ -399,6 +399,12 @@ func writeHead(bw *bufio.Writer, r *http.Request, f *forward, upType string) err
 		if len(r.Trailer) > 0 {
 			keys := make([]string, 0, len(r.Trailer))
 			for k := range r.Trailer {
+				if !validFieldName(k) {
+					// The server takes any declaration; an origin must
+					// not get one it cannot parse (http.Transport refuses
+					// it too).
+					return fmt.Errorf("request declares trailer %q, not a valid field name", k)
+				}
 				if !framingField(k) {
 					keys = append(keys, k)
 				}

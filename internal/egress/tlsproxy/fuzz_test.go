@@ -58,6 +58,14 @@ func FuzzRequestDifferential(f *testing.F) {
 				}
 			}
 		}
+		// After a refused first request (502) whether the connection stays
+		// for the next one is each server's policy (the proxy's front end
+		// ends it when the body was left unread): compare the 502 only.
+		if len(our.sandbox) > 0 && len(std.sandbox) > 0 && our.sandbox[0].Status == http.StatusBadGateway && std.sandbox[0].Status == http.StatusBadGateway {
+			our.sandbox, std.sandbox = our.sandbox[:1], std.sandbox[:1]
+			our.sandbox[0].Err, std.sandbox[0].Err = "", ""
+			our.origin, std.origin = nil, nil
+		}
 		// A request whose body failed (the sandbox's framing was bad) may or
 		// may not have reached the origin before the connection was dropped,
 		// on either side: compare what came before it.
