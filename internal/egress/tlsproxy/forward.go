@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/egress/inject"
@@ -67,6 +68,21 @@ var buffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }
 // forward sends r to the origin f names and streams the answer back.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, f *forward) {
 	ctx := r.Context()
+	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		// A body that breaks its own framing leaves the rest of the
+		// connection unparseable. In full-duplex mode the server would
+		// read on after it, taking what follows for a new request (a
+		// desync): the connection ends with this answer instead.
+		tb := &trackedBody{ReadCloser: r.Body}
+		r.Body = tb
+		f.body = tb
+		defer func() {
+			if tb.failed.Load() && !f.closing {
+				w.(http.Flusher).Flush()
+				panic(http.ErrAbortHandler)
+			}
+		}()
+	}
 	upType := upgradeType(r.Header)
 	if !isPrint(upType) {
 		p.fail(w, r, f, fmt.Errorf("client tried to switch to invalid protocol %q", upType))
@@ -146,13 +162,23 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, f *forward) {
 	for k, vv := range resp.Header {
 		h[k] = vv
 	}
-	announced := len(resp.Trailer)
-	if announced > 0 {
-		keys := make([]string, 0, announced)
+	if _, ok := resp.Header["Content-Type"]; !ok {
+		// Present but empty: the server then sends none rather than one
+		// it sniffed from the body.
+		h["Content-Type"] = nil
+	}
+	// The declared trailers are announced; those the origin sends
+	// undeclared follow with the TrailerPrefix.
+	cleanTrailer(resp.Trailer)
+	if len(needles) > 0 {
+		redactHeader(resp.Trailer, needles) // declared names
+	}
+	var announced []string
+	if len(resp.Trailer) > 0 {
 		for k := range resp.Trailer {
-			keys = append(keys, k)
+			announced = append(announced, k)
 		}
-		h["Trailer"] = []string{strings.Join(keys, ", ")}
+		h["Trailer"] = []string{strings.Join(announced, ", ")}
 	}
 	w.WriteHeader(resp.StatusCode)
 
@@ -168,17 +194,18 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, f *forward) {
 		panic(http.ErrAbortHandler)
 	}
 
+	cleanTrailer(resp.Trailer)
 	if len(resp.Trailer) > 0 {
 		redactHeader(resp.Trailer, needles)
 		// Force chunking, so net/http does not compute a Content-Length
 		// for a short body and drop the trailers.
 		w.(http.Flusher).Flush()
-		prefix := ""
-		if len(resp.Trailer) != announced {
-			prefix = http.TrailerPrefix
-		}
 		for k, vv := range resp.Trailer {
-			h[prefix+k] = vv
+			if slices.Contains(announced, k) {
+				h[k] = vv
+			} else {
+				h[http.TrailerPrefix+k] = vv
+			}
 		}
 	}
 	reuse = !resp.Close && uc.br.Buffered() == 0 && body.wait()
@@ -227,6 +254,21 @@ func substituteBody(r *http.Request, plan *inject.Plan) error {
 	r.Body = readCloser{wrap(r.Body), r.Body}
 	r.ContentLength = -1
 	return nil
+}
+
+// trackedBody records whether reading the sandbox's body failed (other than
+// by its end or by the proxy closing it).
+type trackedBody struct {
+	io.ReadCloser
+	failed atomic.Bool
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && !errors.Is(err, http.ErrBodyReadAfterClose) {
+		b.failed.Store(true)
+	}
+	return n, err
 }
 
 // readCloser reads from one reader and closes another (the original body).
@@ -286,6 +328,7 @@ func (p *Proxy) roundTrip(w http.ResponseWriter, r *http.Request, f *forward, uc
 			}
 			continue
 		}
+		removeHopByHop(resp.Header)
 		h := w.Header()
 		for k, vv := range resp.Header {
 			h[k] = vv
@@ -356,11 +399,21 @@ func writeHead(bw *bufio.Writer, r *http.Request, f *forward, upType string) err
 		if len(r.Trailer) > 0 {
 			keys := make([]string, 0, len(r.Trailer))
 			for k := range r.Trailer {
-				keys = append(keys, k)
+				if !validFieldName(k) {
+					// The server takes any declaration; an origin must
+					// not get one it cannot parse (http.Transport refuses
+					// it too).
+					return fmt.Errorf("request declares trailer %q, not a valid field name", k)
+				}
+				if !framingField(k) {
+					keys = append(keys, k)
+				}
 			}
-			bw.WriteString("Trailer: ")
-			bw.WriteString(strings.Join(keys, ","))
-			bw.WriteString("\r\n")
+			if len(keys) > 0 {
+				bw.WriteString("Trailer: ")
+				bw.WriteString(strings.Join(keys, ","))
+				bw.WriteString("\r\n")
+			}
 		}
 	case r.Method == "POST" || r.Method == "PUT" || r.Method == "PATCH":
 		bw.WriteString("Content-Length: 0\r\n")
@@ -474,6 +527,9 @@ func (b *bodySender) send(uc *upConn, r *http.Request, cont <-chan bool) error {
 		return nil
 	}
 	uc.bw.WriteString("0\r\n")
+	// The trailers are complete now: the server fills r.Trailer at the
+	// body's end, with fields the sandbox declared or not.
+	cleanTrailer(r.Trailer)
 	for k, vv := range r.Trailer {
 		writeHeaderLines(uc.bw, k, vv)
 	}
@@ -645,6 +701,10 @@ func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, f *forward, err err
 	if r.Context().Err() != nil {
 		return // the sandbox went away
 	}
+	if f.body != nil && f.body.failed.Load() {
+		w.Header().Set("Connection", "close") // see forward
+		f.closing = true
+	}
 	w.WriteHeader(http.StatusBadGateway)
 }
 
@@ -667,9 +727,15 @@ func (f *forward) logged(err error) string {
 	return msg
 }
 
-// redactHeader replaces every value that contains a secret.
+// redactHeader replaces every value that contains a secret and drops every
+// field whose name contains one: names reach the sandbox in canonical case,
+// so a name is compared without regard to case.
 func redactHeader(h http.Header, needles []string) {
-	for _, vs := range h {
+	for k, vs := range h {
+		if nameHolds(k, needles) {
+			delete(h, k)
+			continue
+		}
 		for i, v := range vs {
 			for _, n := range needles {
 				if n != "" && strings.Contains(v, n) {
@@ -679,6 +745,15 @@ func redactHeader(h http.Header, needles []string) {
 			}
 		}
 	}
+}
+
+func nameHolds(k string, needles []string) bool {
+	for _, n := range needles {
+		if n != "" && len(n) <= len(k) && strings.Contains(strings.ToLower(k), strings.ToLower(n)) {
+			return true
+		}
+	}
+	return false
 }
 
 func removeHopByHop(h http.Header) {
@@ -693,6 +768,22 @@ func removeHopByHop(h http.Header) {
 		delete(h, f)
 	}
 }
+
+// cleanTrailer drops the trailer fields that frame, route or belong to one
+// hop (RFC 9110 section 6.5.1 forbids them there): a recipient that merges
+// trailers into the header section must not be steered by them.
+func cleanTrailer(t http.Header) {
+	if len(t) == 0 {
+		return
+	}
+	removeHopByHop(t)
+	delete(t, "Content-Length")
+	delete(t, "Host")
+}
+
+// framingField reports whether the canonical field name k may not be a
+// trailer (see cleanTrailer).
+func framingField(k string) bool { return isHopHeader(k) || k == "Content-Length" || k == "Host" }
 
 func isHopHeader(k string) bool { return slices.Contains(hopHeaders, k) }
 

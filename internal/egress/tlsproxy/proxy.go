@@ -90,6 +90,8 @@ type forward struct {
 	plan    *inject.Plan // nil when no binding matched
 	uri     string       // the request target sent, placeholders replaced
 	secrets []string     // what the answer must not show: plan.Secrets()
+	body    *trackedBody // the request body, when there is one
+	closing bool         // the answer ends the sandbox's connection
 }
 
 // injected reports whether the request carries secrets.
