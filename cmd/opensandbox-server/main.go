@@ -28,8 +28,8 @@ import (
 	"time"
 
 	"github.com/opensandbox-go/opensandbox/api"
-	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	"github.com/opensandbox-go/opensandbox/internal/grammar"
+	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	"github.com/opensandbox-go/opensandbox/internal/runtime/docker"
 	"github.com/opensandbox-go/opensandbox/internal/server"
 	"github.com/opensandbox-go/opensandbox/internal/serverconfig"
