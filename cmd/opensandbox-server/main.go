@@ -155,6 +155,7 @@ func serve(ctx context.Context, cfg serverconfig.Config, logger *slog.Logger) er
 		Runtime:          rt,
 		Store:            serverStore{st},
 		APIKey:           cfg.Server.APIKey,
+		OpenProxy:        !cfg.Server.ProxyRequiresAPIKey,
 		PublicHost:       cfg.Server.EIP,
 		MaxTimeout:       cfg.Server.MaxSandboxTimeout(),
 		MinTimeout:       cfg.Server.MinSandboxTimeout(),

@@ -86,8 +86,8 @@ func TestContract(t *testing.T) {
 	call("GET", "/v1/sandboxes/"+id+"/diagnostics/events?scope=network", "")
 	call("GET", "/v1/sandboxes/"+id+"/diagnostics/inspect", "")
 	call("GET", "/v1/sandboxes/"+id+"/diagnostics/summary", "")
-	call("GET", "/sandboxes/"+id+"/proxy/8080/x?y=1", "", true)
-	call("POST", "/sandboxes/"+id+"/proxy/8080", "{}", true)
+	call("GET", "/sandboxes/"+id+"/proxy/8080/x?y=1", "")
+	call("POST", "/sandboxes/"+id+"/proxy/8080", "{}")
 	_, data = call("POST", "/v1/sandboxes/"+id+"/snapshots", `{"name":"n"}`)
 	var snap sandbox.Snapshot
 	json.Unmarshal(data, &snap)

@@ -55,6 +55,11 @@ type Config struct {
 	// APIKey must be sent in OPEN-SANDBOX-API-KEY; "" turns auth off (main
 	// allows that only when told to run insecure).
 	APIKey string
+	// OpenProxy lets the proxy route through without the API key, as
+	// upstream does (callers on a sandbox network must still send it).
+	// false, the default, puts the proxy behind the key like every other
+	// route.
+	OpenProxy bool
 	// PublicHost (a host name or IP, no scheme, no port) replaces the host
 	// of endpoint answers: the runtime's address host for direct
 	// endpoints, the request's host for server-proxy endpoints. "" keeps

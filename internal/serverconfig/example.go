@@ -71,6 +71,9 @@ port = 8080                      # listen port
 # eip = "sandbox.example.com"
 max_sandbox_timeout_seconds = 0  # longest sandbox timeout; 0 = no limit, else >= 60
 min_sandbox_timeout_seconds = 60 # shortest sandbox timeout (below 60 only for tests)
+# The proxy route /sandboxes/{id}/proxy/{port}/... needs the API key too;
+# false opens it to anyone who knows a sandbox id (upstream's behaviour).
+proxy_requires_api_key = true
 
 [log]
 level = "info"                   # debug, info, warn or error
@@ -129,6 +132,11 @@ block_doh_443 = false            # drop 443 to doh_blocklist (all 443 when the l
 
 [ingress]
 mode = "direct"                  # "gateway" only with Kubernetes
+
+[debug]
+# A second listener with Go's pprof profiles and /metrics, no API key.
+enabled = false
+address = "127.0.0.1:6060"       # keep it on loopback
 `
 
 const kubernetesTail = `

@@ -52,6 +52,19 @@ func validate(c *Config) (warnings, problems []string) {
 		warnings = append(warnings, fmt.Sprintf("server.min_sandbox_timeout_seconds = %d is below %d: meant for tests only", minT, DefaultMinTimeoutSeconds))
 	}
 
+	if !c.Server.ProxyRequiresAPIKey {
+		warnings = append(warnings, "server.proxy_requires_api_key = false: anyone who knows a sandbox id reaches its ports, execd included, through the server proxy")
+	}
+
+	// [debug]
+	if c.Debug.Enabled {
+		if host, port, err := net.SplitHostPort(c.Debug.Address); err != nil || port == "" {
+			bad("debug.address", c.Debug.Address, "want host:port")
+		} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			warnings = append(warnings, fmt.Sprintf("debug.address = %q is not a loopback address: profiles and metrics are served there without the API key", c.Debug.Address))
+		}
+	}
+
 	// [log]
 	if _, ok := parseLevel(c.Log.Level); !ok {
 		bad("log.level", c.Log.Level, "want debug, info, warn or error")

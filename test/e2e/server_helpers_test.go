@@ -38,6 +38,7 @@ type serverProc struct {
 type serverOpts struct {
 	minTimeout int // seconds; default 1
 	extraTOML  string
+	serverTOML string // more keys of the [server] table
 	dockerTOML string // more keys of the [docker] table
 	storeDir   string // reuse a store across restarts
 	addr       string // reuse an address across restarts
@@ -63,7 +64,7 @@ host = %q
 port = %s
 api_key = %q
 min_sandbox_timeout_seconds = %d
-
+%s
 [log]
 level = "debug"
 
@@ -78,7 +79,7 @@ host_ip = "127.0.0.1"
 [store]
 path = %q
 %s
-`, host, port, testAPIKey, o.minTimeout, execd, o.dockerTOML, filepath.Join(o.storeDir, "store.db"), o.extraTOML)
+`, host, port, testAPIKey, o.minTimeout, o.serverTOML, execd, o.dockerTOML, filepath.Join(o.storeDir, "store.db"), o.extraTOML)
 	cfgPath := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -230,7 +231,9 @@ func (p *serverProc) execd(t *testing.T, id string, serverProxy bool) *execdProc
 	e.token = ep.Headers[sandbox.AccessTokenHeader]
 	if serverProxy {
 		// Paths carry the proxy prefix here, so api/execd.yaml cannot route
-		// them; the direct endpoint checks the same replies.
+		// them; the direct endpoint checks the same replies. The proxy
+		// needs the API key.
+		e.apiKey = testAPIKey
 		e.client = &http.Client{Transport: &tokenTransport{p: e}, Timeout: 60 * time.Second}
 		return e
 	}
@@ -277,4 +280,14 @@ func ensureBaseImage(t *testing.T) string {
 		t.Fatalf("images/build.sh base: %v\n%s", err, out)
 	}
 	return "opensandbox/base:latest"
+}
+
+// getWithKey is http.Get with the API key (the server proxy needs it).
+func getWithKey(url string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set(sandbox.APIKeyHeader, testAPIKey)
+	return http.DefaultClient.Do(req)
 }
