@@ -237,6 +237,12 @@ func (p *sandboxProxy) fail(w http.ResponseWriter, out *http.Request, err error)
 	if httpmw.BodyUnfinished(r) {
 		w.Header().Set("Connection", "close")
 	}
+	if httpmw.BodyTimedOut(r.Context()) {
+		// The transport reports the request's cancellation (the server
+		// cancels it when a body read fails); the cause is the client's.
+		p.s.writeError(w, r, apierror.BodyTimeout(httpmw.ErrBodyTimeout))
+		return
+	}
 	if errors.Is(err, context.Canceled) && out.Context().Err() != nil {
 		p.s.reqLog(r).Debug("proxy request ended by the client", "path", r.URL.Path, "err", err)
 		return

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/opensandbox-go/opensandbox/internal/httpmw"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
@@ -80,6 +81,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// BodyLimits bound how slowly a client may send a request body (the
+	// proxy's included); the zero value means httpmw.DefaultBodyLimits.
+	BodyLimits httpmw.BodyLimits
 	// SweepInterval is how often Run asks a runtime.Sweeper to remove
 	// leftovers; 0 means DefaultSweepInterval.
 	SweepInterval time.Duration
@@ -167,16 +171,23 @@ func New(cfg Config) (*Server, error) {
 		s.callers = &sandboxCallers{src: sn}
 	}
 	s.register()
-	s.handler = s.withRequestID(s.recoverPanics(s.logRequests(s.mux)))
+	lim := cfg.BodyLimits
+	if lim == (httpmw.BodyLimits{}) {
+		lim = httpmw.DefaultBodyLimits
+	}
+	s.handler = httpmw.BoundBody(s.withRequestID(s.recoverPanics(s.logRequests(s.mux))), lim)
 	return s, nil
 }
 
-// Handler returns the API with its middleware: request ids, panic
-// recovery, request logs; auth is applied per route by the route table.
+// Handler returns the API with its middleware: request-body time limits,
+// request ids, panic recovery, request logs; auth is applied per route by
+// the route table.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // NewHTTPServer returns an http.Server for h with the limits the API
-// needs. It sets no WriteTimeout: log streams, command streams and
+// needs: headers must arrive within 10 s (bodies are bounded by Handler's
+// httpmw.BoundBody, by progress rather than a fixed time). It sets no
+// ReadTimeout or WriteTimeout: uploads, log streams, command streams and
 // WebSockets relayed by the proxy legitimately outlive any fixed bound.
 func NewHTTPServer(h http.Handler, addr string) *http.Server {
 	return &http.Server{
