@@ -167,6 +167,14 @@ func serve(ctx context.Context, cfg serverconfig.Config, logger *slog.Logger) er
 		return err
 	}
 
+	if cfg.Debug.Enabled {
+		stopDebug, err := startDebug(cfg.Debug.Address, srv.Metrics().Handler(), logger)
+		if err != nil {
+			return err
+		}
+		defer stopDebug()
+	}
+
 	ln, err := net.Listen("tcp", cfg.Server.Addr())
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)

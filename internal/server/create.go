@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/apierror"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
@@ -46,7 +47,9 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	log := s.reqLog(r).With("sandbox", spec.ID)
 	log.Info("creating sandbox", "image", spec.Image, "snapshot", spec.SnapshotID, "expires_at", spec.ExpiresAt)
+	started := time.Now()
 	rs, err := s.rt.Create(ctx, spec)
+	s.metrics.ObserveCreate(time.Since(started), err)
 	if err != nil {
 		s.writeError(w, r, createError(err, spec))
 		return

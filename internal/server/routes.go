@@ -45,6 +45,9 @@ func (s *Server) routes() []route {
 		{pattern: "GET /sandboxes/{sandboxId}/diagnostics/summary", handler: s.diagnosticSummary},
 
 		{pattern: "POST /metrics/events", handler: s.reportMetricsEvent},
+		// Prometheus metrics, behind the API key like the API itself
+		// (a debug listener may serve them without it on loopback).
+		{pattern: "GET /metrics", handler: s.serveMetrics},
 
 		// Any method; behind the API key unless Config.OpenProxy (upstream's
 		// behaviour). The proxy strips the key before forwarding.

@@ -127,7 +127,9 @@ func (s *Server) removeSandbox(ctx context.Context, id, reason string) error {
 
 // removeSandboxLocked is removeSandbox for a caller holding id's lock.
 func (s *Server) removeSandboxLocked(ctx context.Context, id, reason string) error {
+	started := time.Now()
 	err := s.rt.Delete(ctx, id)
+	s.metrics.ObserveDelete(reason, time.Since(started), err)
 	if err != nil && !errors.Is(err, runtime.ErrNotFound) {
 		return fromRuntime(err, sandboxCodes, subjectSandbox(id))
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/httpmw"
+	"github.com/opensandbox-go/opensandbox/internal/metrics"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
@@ -84,6 +85,9 @@ type Config struct {
 	// BodyLimits bound how slowly a client may send a request body (the
 	// proxy's included); the zero value means httpmw.DefaultBodyLimits.
 	BodyLimits httpmw.BodyLimits
+	// Metrics records the server's Prometheus metrics; nil makes a new
+	// set. Pass one to share it with other code (a debug listener).
+	Metrics *metrics.Metrics
 	// SweepInterval is how often Run asks a runtime.Sweeper to remove
 	// leftovers; 0 means DefaultSweepInterval.
 	SweepInterval time.Duration
@@ -126,6 +130,9 @@ type Server struct {
 	// that Run's recovery leaves them alone.
 	capturing sync.Map
 	running   atomic.Bool
+
+	metrics     *metrics.Metrics
+	metricsHTTP http.Handler
 }
 
 // New checks cfg and builds a Server.
@@ -170,12 +177,17 @@ func New(cfg Config) (*Server, error) {
 	if sn, ok := cfg.Runtime.(runtime.SandboxNetworks); ok {
 		s.callers = &sandboxCallers{src: sn}
 	}
+	s.metrics = cfg.Metrics
+	if s.metrics == nil {
+		s.metrics = metrics.New(s.countStates)
+	}
+	s.metricsHTTP = s.metrics.Handler()
 	s.register()
 	lim := cfg.BodyLimits
 	if lim == (httpmw.BodyLimits{}) {
 		lim = httpmw.DefaultBodyLimits
 	}
-	s.handler = httpmw.BoundBody(s.withRequestID(s.recoverPanics(s.logRequests(s.mux))), lim)
+	s.handler = httpmw.BoundBody(s.withRequestID(s.recoverPanics(s.logRequests(s.metrics.Instrument(s.mux)))), lim)
 	return s, nil
 }
 
