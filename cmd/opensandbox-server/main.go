@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/opensandbox-go/opensandbox/api"
+	"github.com/opensandbox-go/opensandbox/internal/httpmw"
 	"github.com/opensandbox-go/opensandbox/internal/server"
 	"github.com/opensandbox-go/opensandbox/internal/serverconfig"
 	"github.com/opensandbox-go/opensandbox/internal/store"
@@ -255,5 +256,8 @@ func newLogger(c serverconfig.Log) (*slog.Logger, func(), error) {
 		}
 		out, closeFn = f, func() { f.Close() }
 	}
-	return slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: c.SlogLevel()})), closeFn, nil
+	// Records logged with a request's context (the runtime's, while it
+	// serves a create) carry the request's id.
+	h := httpmw.ContextHandler(slog.NewTextHandler(out, &slog.HandlerOptions{Level: c.SlogLevel()}))
+	return slog.New(h), closeFn, nil
 }

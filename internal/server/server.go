@@ -155,6 +155,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	// Records logged with a request's context carry its id.
+	cfg.Logger = slog.New(httpmw.ContextHandler(cfg.Logger.Handler()))
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
