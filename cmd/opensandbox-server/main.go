@@ -29,6 +29,7 @@ import (
 
 	"github.com/opensandbox-go/opensandbox/api"
 	"github.com/opensandbox-go/opensandbox/internal/grammar"
+	"github.com/opensandbox-go/opensandbox/internal/httpmw"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	"github.com/opensandbox-go/opensandbox/internal/runtime/docker"
 	"github.com/opensandbox-go/opensandbox/internal/server"
@@ -167,6 +168,7 @@ func serve(ctx context.Context, cfg serverconfig.Config, logger *slog.Logger) er
 		Runtime:          rt,
 		Store:            serverStore{st},
 		APIKey:           cfg.Server.APIKey,
+		OpenProxy:        !cfg.Server.ProxyRequiresAPIKey,
 		PublicHost:       cfg.Server.EIP,
 		MaxTimeout:       cfg.Server.MaxSandboxTimeout(),
 		MinTimeout:       cfg.Server.MinSandboxTimeout(),
@@ -177,6 +179,14 @@ func serve(ctx context.Context, cfg serverconfig.Config, logger *slog.Logger) er
 	})
 	if err != nil {
 		return err
+	}
+
+	if cfg.Debug.Enabled {
+		stopDebug, err := startDebug(cfg.Debug.Address, srv.Metrics().Handler(), logger)
+		if err != nil {
+			return err
+		}
+		defer stopDebug()
 	}
 
 	ln, err := net.Listen("tcp", cfg.Server.Addr())
@@ -288,5 +298,8 @@ func newLogger(c serverconfig.Log) (*slog.Logger, func(), error) {
 		}
 		out, closeFn = f, func() { f.Close() }
 	}
-	return slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: c.SlogLevel()})), closeFn, nil
+	// Records logged with a request's context (the runtime's, while it
+	// serves a create) carry the request's id.
+	h := httpmw.ContextHandler(slog.NewTextHandler(out, &slog.HandlerOptions{Level: c.SlogLevel()}))
+	return slog.New(h), closeFn, nil
 }

@@ -150,6 +150,9 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 		if errors.As(err, &tooBig) {
 			return New(http.StatusRequestEntityTooLarge, CodeRequestTooLarge, "request body exceeds %d bytes", limit)
 		}
+		if e := BodyTimeout(err); e != nil {
+			return e
+		}
 		return Wrap(err, http.StatusBadRequest, CodeInvalidRequestBody, "invalid JSON body: %v", err)
 	}
 	if dec.More() {

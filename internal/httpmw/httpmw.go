@@ -78,7 +78,9 @@ func FullDuplex(w http.ResponseWriter, r *http.Request) (out *http.Request, done
 	*out = *r
 	out.Body = b
 	return out, func() {
-		if !b.clean.Load() {
+		// A body cut by BoundBody: that closes the connection itself,
+		// after the reply.
+		if !b.clean.Load() && !BodyTimedOut(r.Context()) {
 			http.NewResponseController(w).Flush()
 			panic(http.ErrAbortHandler)
 		}

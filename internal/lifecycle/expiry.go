@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opensandbox-go/opensandbox/internal/metrics"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 )
 
@@ -135,6 +136,7 @@ func (s *Service) expire(ctx context.Context, id string) (gone bool) {
 	defer s.locks.lock(id)()
 	retry := func(what string, err error) bool {
 		if ctx.Err() == nil {
+			s.metrics.ExpiryAction(metrics.ExpiryFailed)
 			log.Warn("expiry: "+what+" failed; retrying later", "err", err)
 			s.expiry.setIfAbsent(id, s.now().Add(expiryRetry))
 		}
@@ -142,6 +144,7 @@ func (s *Service) expire(ctx context.Context, id string) (gone bool) {
 	}
 	rs, err := s.rt.Get(ctx, id)
 	if errors.Is(err, runtime.ErrNotFound) {
+		s.metrics.ExpiryAction(metrics.ExpiryGone)
 		s.forgetSandbox(ctx, id)
 		return true
 	}
@@ -163,6 +166,7 @@ func (s *Service) expire(ctx context.Context, id string) (gone bool) {
 	if err := s.removeLocked(ctx, id, "ttl_expiry"); err != nil {
 		return retry("deleting the sandbox", err)
 	}
+	s.metrics.ExpiryAction(metrics.ExpiryDeleted)
 	return true
 }
 

@@ -48,7 +48,9 @@ func (s *Service) Create(ctx context.Context, spec runtime.Spec, timeout time.Du
 	if err := s.beginCreate(ctx, spec.ID); err != nil {
 		return runtime.Sandbox{}, err
 	}
+	started := time.Now()
 	rs, err := s.rt.Create(ctx, spec)
+	s.metrics.ObserveCreate(time.Since(started), err)
 	if err != nil {
 		s.failedCreate(log, spec.ID)
 		return rs, err
@@ -151,7 +153,9 @@ func (s *Service) Delete(ctx context.Context, id, reason string) error {
 
 // removeLocked is Delete for a caller holding id's lock.
 func (s *Service) removeLocked(ctx context.Context, id, reason string) error {
+	started := time.Now()
 	err := s.rt.Delete(ctx, id)
+	s.metrics.ObserveDelete(reason, time.Since(started), err)
 	if err != nil && !errors.Is(err, runtime.ErrNotFound) {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/opensandbox-go/opensandbox/internal/metrics"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
@@ -69,16 +70,20 @@ type Config struct {
 	// SweepInterval is how often Run asks a runtime.Sweeper to remove
 	// leftovers; 0 means DefaultSweepInterval.
 	SweepInterval time.Duration
+	// Metrics records create and delete latencies and expiry actions;
+	// nil records nothing.
+	Metrics *metrics.Metrics
 }
 
 // Service is the sandbox lifecycle. Build it with New and run Run for
 // its background work; every method is safe for concurrent use.
 type Service struct {
-	cfg   Config
-	rt    runtime.Runtime
-	store Store
-	log   *slog.Logger
-	now   func() time.Time
+	cfg     Config
+	metrics *metrics.Metrics // nil-safe
+	rt      runtime.Runtime
+	store   Store
+	log     *slog.Logger
+	now     func() time.Time
 
 	// locks serialises the read-modify-write operations on one sandbox
 	// (metadata patch, renew, delete, expiry).
@@ -118,7 +123,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Service{cfg: cfg, rt: cfg.Runtime, store: cfg.Store, log: cfg.Logger, now: cfg.Now, expiry: newExpiry()}
+	s := &Service{cfg: cfg, rt: cfg.Runtime, store: cfg.Store, log: cfg.Logger, now: cfg.Now, expiry: newExpiry(), metrics: cfg.Metrics}
 	s.bg, s.cancelBg = context.WithCancel(context.Background())
 	return s, nil
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/opensandbox-go/opensandbox/internal/httpmw"
 )
 
 // HTTPPath is where ServeHTTP answers the streamable HTTP transport.
@@ -29,7 +31,9 @@ func ServeHTTP(ctx context.Context, ln net.Listener, s *mcp.Server, log *slog.Lo
 		SessionTimeout: 30 * time.Minute,
 	}))
 	hs := &http.Server{
-		Handler:           mux,
+		// Headers within 10 s, bodies at a steady pace (the event
+		// streams are replies, which nothing bounds).
+		Handler:           httpmw.BoundBody(mux, httpmw.DefaultBodyLimits),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,

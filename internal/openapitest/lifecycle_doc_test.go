@@ -30,6 +30,7 @@ var lifecycleOps = map[string][]string{
 	"/v1/sandboxes/{sandboxId}/snapshots":           {"POST"},
 	"/v1/snapshots":                                 {"GET"},
 	"/v1/metrics/events":                            {"POST"},
+	"/v1/metrics":                                   {"GET"},
 	"/v1/snapshots/{snapshotId}":                    {"GET", "DELETE"},
 	"/v1/sandboxes/{sandboxId}/diagnostics/logs":    {"GET"},
 	"/v1/sandboxes/{sandboxId}/diagnostics/events":  {"GET"},
@@ -46,7 +47,7 @@ var proxyMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OP
 
 // openLifecyclePaths are the routes that need no API key.
 func openLifecyclePath(path string) bool {
-	return path == "/health" || path == "/ready" || path == "/openapi.json" || strings.HasPrefix(path, "/sandboxes/")
+	return path == "/health" || path == "/ready" || path == "/openapi.json"
 }
 
 func TestLifecycleDocumentIsValid(t *testing.T) {

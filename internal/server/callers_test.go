@@ -83,12 +83,13 @@ func TestSandboxCallers(t *testing.T) {
 	}
 }
 
-// TestProxyAsksSandboxesForTheKey: the proxy route is open, except to
-// callers inside a sandbox network, which must send the API key (and it
-// never reaches the sandbox).
+// TestProxyAsksSandboxesForTheKey: the proxy route opened by OpenProxy is
+// open, except to callers inside a sandbox network, which must send the
+// API key (and it never reaches the sandbox).
 func TestProxyAsksSandboxesForTheKey(t *testing.T) {
 	var nets *netsRuntime
 	p := newProxyEnv(t, nil, func(c *Config) {
+		c.OpenProxy = true
 		// The test client connects from loopback: declare it a sandbox network.
 		nets = &netsRuntime{Runtime: c.Runtime, subnets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 		c.Runtime = nets

@@ -219,16 +219,17 @@ func TestDockerFlow(t *testing.T) {
 			t.Errorf("GET http://%s%s without the token = %d, want 401", ep.Endpoint, path, status)
 		}
 	}
-	// Server proxy: no headers needed, the proxy adds the token.
+	// Server proxy: the API key is all it takes, the proxy adds the token.
 	ep := decode[sandbox.Endpoint](t, e.do("GET", "/v1/sandboxes/"+id+"/endpoints/44772?use_server_proxy=true", nil))
-	if status, _ := getURL(t, "GET", "http://"+ep.Endpoint+"/ping", "", nil); status != http.StatusOK {
+	withKey := map[string]string{sandbox.APIKeyHeader: testAPIKey}
+	if status, _ := getURL(t, "GET", "http://"+ep.Endpoint+"/ping", "", withKey); status != http.StatusOK {
 		t.Errorf("GET http://%s/ping through the server proxy = %d", ep.Endpoint, status)
 	}
-	status, stream := getURL(t, "POST", "http://"+ep.Endpoint+"/command", `{"command":"echo from-proxy"}`, nil)
+	status, stream := getURL(t, "POST", "http://"+ep.Endpoint+"/command", `{"command":"echo from-proxy"}`, withKey)
 	if status != http.StatusOK || !strings.Contains(stream, `"text":"from-proxy"`) {
 		t.Errorf("command through the server proxy = %d %q", status, stream)
 	}
-	if status, text := getURL(t, "GET", e.http.URL+"/sandboxes/"+id+"/proxy/3000/index.html", "", nil); status != http.StatusOK || text != "hello\n" {
+	if status, text := getURL(t, "GET", e.http.URL+"/sandboxes/"+id+"/proxy/3000/index.html", "", withKey); status != http.StatusOK || text != "hello\n" {
 		t.Errorf("user port through the server proxy = %d %q", status, text)
 	}
 
@@ -264,7 +265,7 @@ func TestDockerFlow(t *testing.T) {
 	}
 	restored := e.createSandbox(map[string]any{"snapshotId": snap.ID})
 	ep = decode[sandbox.Endpoint](t, e.do("GET", "/v1/sandboxes/"+restored+"/endpoints/44772?use_server_proxy=true", nil))
-	status, stream = getURL(t, "POST", "http://"+ep.Endpoint+"/command", `{"command":"cat /www/index.html"}`, nil)
+	status, stream = getURL(t, "POST", "http://"+ep.Endpoint+"/command", `{"command":"cat /www/index.html"}`, withKey)
 	if status != http.StatusOK || !strings.Contains(stream, `"text":"hello"`) {
 		t.Errorf("file from the snapshot in the restored sandbox = %d %q", status, stream)
 	}

@@ -103,6 +103,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if !errors.As(err, &ae) {
 		ae = fromRuntime(err, classCodes{}, "")
 	}
+	s.countFailure(r, ae)
 	if ae.Status >= 500 && r.Context().Err() == nil { // a gone client's failures are not the server's
 		s.reqLog(r).Warn("request failed", "method", r.Method, "path", r.URL.Path,
 			"status", ae.Status, "code", ae.Code, "err", err)

@@ -44,8 +44,9 @@ func (s *Server) withRequestID(next http.Handler) http.Handler {
 			r.Header.Set(sandbox.RequestIDHeader, id)
 		}
 		w.Header().Set(sandbox.RequestIDHeader, id)
-		log := s.log.With(slog.String("request_id", id))
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), loggerKey{}, log)))
+		log := s.log.With(slog.String(httpmw.RequestIDKey, id))
+		ctx := httpmw.WithRequestID(context.WithValue(r.Context(), loggerKey{}, log), id)
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

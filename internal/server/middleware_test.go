@@ -29,10 +29,12 @@ func TestAuth(t *testing.T) {
 		{"health is open", "GET", "/health", "", http.StatusOK, ""},
 		{"health under v1 is open", "GET", "/v1/health", "", http.StatusOK, ""},
 		{"openapi is open", "GET", "/openapi.json", "", http.StatusOK, ""},
-		// The proxy is reachable without the key; it fails further on (no
-		// backend) but not with 401.
-		{"proxy is open", "GET", "/sandboxes/sb1/proxy/8080/x", "", http.StatusBadGateway, apierror.CodeBadGateway},
-		{"proxy under v1 is open", "GET", "/v1/sandboxes/sb1/proxy/8080", "", http.StatusBadGateway, apierror.CodeBadGateway},
+		// The proxy needs the key by default; with it the request goes on
+		// and fails further on (no backend).
+		{"missing key on the proxy", "GET", "/sandboxes/sb1/proxy/8080/x", "", http.StatusUnauthorized, apierror.CodeMissingAPIKey},
+		{"wrong key on the proxy under v1", "GET", "/v1/sandboxes/sb1/proxy/8080", "nope", http.StatusUnauthorized, apierror.CodeInvalidAPIKey},
+		{"missing key on a proxied upgrade path", "GET", "/v1/sandboxes/sb1/proxy/44772/pty/s1/ws", "", http.StatusUnauthorized, apierror.CodeMissingAPIKey},
+		{"good key on the proxy", "GET", "/sandboxes/sb1/proxy/8080/x", testAPIKey, http.StatusBadGateway, apierror.CodeBadGateway},
 	}
 	e.rt.address = func(id string, port int) (runtimeAddress, error) {
 		return runtimeAddress{Host: "127.0.0.1", Port: closedPort(t)}, nil
@@ -149,5 +151,27 @@ func TestPanicBecomes500(t *testing.T) {
 	}
 	if strings.Contains(string(r.body), "boom") {
 		t.Errorf("500 body %s leaks the panic value", r.body)
+	}
+}
+
+// TestOpenProxy: with OpenProxy the proxy route lets a caller without the
+// key through (upstream's behaviour); the other routes still need it.
+func TestOpenProxy(t *testing.T) {
+	p := newProxyEnv(t, nil, func(c *Config) { c.OpenProxy = true })
+	if r := p.do("GET", "/sandboxes/sb1/proxy/8080/x", nil, sandbox.APIKeyHeader, ""); r.status != http.StatusOK {
+		t.Errorf("GET proxy without the key on an open proxy = %s, want 200", r)
+	}
+	wantError(t, "GET /v1/sandboxes without the key", p.do("GET", "/v1/sandboxes", nil, sandbox.APIKeyHeader, ""),
+		http.StatusUnauthorized, apierror.CodeMissingAPIKey)
+}
+
+// TestProxyNeedsKeyByDefault: without OpenProxy a proxied request without
+// the key never reaches the sandbox.
+func TestProxyNeedsKeyByDefault(t *testing.T) {
+	p := newProxyEnv(t, nil)
+	wantError(t, "GET proxy without the key", p.do("GET", "/sandboxes/sb1/proxy/8080/x", nil, sandbox.APIKeyHeader, ""),
+		http.StatusUnauthorized, apierror.CodeMissingAPIKey)
+	if n := p.hits.Load(); n != 0 {
+		t.Errorf("an unauthenticated proxied request reached the sandbox %d times", n)
 	}
 }

@@ -78,9 +78,10 @@ func newSandboxProxy(s *Server) *sandboxProxy {
 
 func (p *sandboxProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := p.s
-	// Open to the world (as upstream), but not to sandboxes: one may have
-	// learnt its neighbours' ids from the engine's DNS.
-	if s.callers != nil && s.cfg.APIKey != "" && s.callers.fromSandbox(r.Context(), r.RemoteAddr) {
+	// With OpenProxy the route is open to the world (as upstream), but
+	// not to sandboxes: one may have learnt its neighbours' ids from the
+	// engine's DNS. Otherwise the route table already checked the key.
+	if s.cfg.OpenProxy && s.callers != nil && s.cfg.APIKey != "" && s.callers.fromSandbox(r.Context(), r.RemoteAddr) {
 		if err := s.checkAPIKey(r, "a request from inside a sandbox must carry the API key on the proxy route: "); err != nil {
 			s.writeError(w, r, err)
 			return
@@ -235,6 +236,12 @@ func (p *sandboxProxy) fail(w http.ResponseWriter, out *http.Request, err error)
 	}
 	if httpmw.BodyUnfinished(r) {
 		w.Header().Set("Connection", "close")
+	}
+	if httpmw.BodyTimedOut(r.Context()) {
+		// The transport reports the request's cancellation (the server
+		// cancels it when a body read fails); the cause is the client's.
+		p.s.writeError(w, r, apierror.BodyTimeout(httpmw.ErrBodyTimeout))
+		return
 	}
 	if errors.Is(err, context.Canceled) && out.Context().Err() != nil {
 		p.s.reqLog(r).Debug("proxy request ended by the client", "path", r.URL.Path, "err", err)

@@ -76,7 +76,7 @@ func TestProxyHeaders(t *testing.T) {
 	}
 	for _, tc := range tests {
 		r := p.do("POST", tc.path, `{"x":1}`,
-			sandbox.APIKeyHeader, "platform-secret",
+			sandbox.APIKeyHeader, testAPIKey,
 			"Authorization", "Bearer user-secret",
 			"Cookie", "session=secret",
 			sandbox.AccessTokenHeader, "caller-guess",
@@ -137,7 +137,7 @@ func TestProxyPaths(t *testing.T) {
 		{"/sandboxes/sb1/proxy/8080/..dots../x", "/..dots../x", ""},
 	}
 	for _, tc := range tests {
-		r := p.do("GET", tc.path, nil, sandbox.APIKeyHeader, "")
+		r := p.do("GET", tc.path, nil)
 		if r.status != http.StatusOK {
 			t.Errorf("GET %s = %s", tc.path, r)
 			continue
@@ -164,6 +164,7 @@ func TestProxyPathSafety(t *testing.T) {
 	}
 	for _, path := range paths {
 		req, _ := http.NewRequest("GET", p.http.URL+path, nil)
+		req.Header.Set(sandbox.APIKeyHeader, testAPIKey)
 		req.URL.Opaque = path // send exactly these bytes
 		resp, err := client.Do(req)
 		if err != nil {
@@ -228,7 +229,7 @@ func TestProxyStreamsImmediately(t *testing.T) {
 		<-release
 		io.WriteString(w, "second\n")
 	}))
-	resp, err := http.Get(p.http.URL + "/sandboxes/sb1/proxy/8080/stream")
+	resp, err := getWithKey(p.http.URL + "/sandboxes/sb1/proxy/8080/stream")
 	if err != nil {
 		close(release)
 		t.Fatalf("GET stream: %v", err)
@@ -272,7 +273,7 @@ func TestProxyWebSocket(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	url := "ws" + strings.TrimPrefix(p.http.URL, "http") + "/v1/sandboxes/sb1/proxy/44772/pty/s1/ws"
-	c, resp, err := websocket.Dial(ctx, url, nil)
+	c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{sandbox.APIKeyHeader: {testAPIKey}}})
 	if err != nil {
 		t.Fatalf("websocket.Dial(%s): %v", url, err)
 	}
@@ -356,6 +357,7 @@ func TestProxyFullDuplex(t *testing.T) {
 	context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) })
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.http.URL+"/sandboxes/sb1/proxy/8080/duplex", pr)
 	req.ContentLength = int64(len("one\ntwo\n"))
+	req.Header.Set(sandbox.APIKeyHeader, testAPIKey)
 	go pw.Write([]byte("one\n"))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -388,7 +390,7 @@ func TestProxyCutStreamIsLogged(t *testing.T) {
 			conn.Close()
 		}
 	}))
-	resp, err := http.Get(p.http.URL + "/sandboxes/sb1/proxy/8080/stream")
+	resp, err := getWithKey(p.http.URL + "/sandboxes/sb1/proxy/8080/stream")
 	if err != nil {
 		t.Fatalf("GET stream: %v", err)
 	}
@@ -434,7 +436,7 @@ func TestProxyCutBySendFailureIsLogged(t *testing.T) {
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(c, "POST /sandboxes/sb1/proxy/8080/s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+	io.WriteString(c, "POST /sandboxes/sb1/proxy/8080/s HTTP/1.1\r\nHost: x\r\n"+keyLine+"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
 	br := bufio.NewReader(c)
 	for {
 		line, err := br.ReadString('\n')
@@ -481,9 +483,9 @@ func TestProxyBadChunkEndsConnection(t *testing.T) {
 		io.Copy(io.Discard, r.Body)
 		io.WriteString(w, "backend "+r.URL.Path)
 	}))
-	replies, err := rawExchange(t, p.http.URL, "POST /sandboxes/sb1/proxy/8080/first HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+
+	replies, err := rawExchange(t, p.http.URL, "POST /sandboxes/sb1/proxy/8080/first HTTP/1.1\r\nHost: x\r\n"+keyLine+"Transfer-Encoding: chunked\r\n\r\n"+
 		"5\r\nhello\r\nZZ\r\n"+
-		"GET /sandboxes/sb1/proxy/8080/smuggled HTTP/1.1\r\nHost: x\r\n\r\n")
+		"GET /sandboxes/sb1/proxy/8080/smuggled HTTP/1.1\r\nHost: x\r\n"+keyLine+"\r\n")
 	if err != nil {
 		t.Fatalf("reading the replies: %v (the connection was not closed)", err)
 	}
@@ -507,7 +509,7 @@ func TestProxyBadChunkUnreadEndsConnection(t *testing.T) {
 	closed := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	p.rt.address = func(string, int) (runtimeAddress, error) { return runtimeAddress{Host: "127.0.0.1", Port: closed}, nil }
-	replies, err := rawExchange(t, p.http.URL, "POST /sandboxes/sb1/proxy/8080/first HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+
+	replies, err := rawExchange(t, p.http.URL, "POST /sandboxes/sb1/proxy/8080/first HTTP/1.1\r\nHost: x\r\n"+keyLine+"Transfer-Encoding: chunked\r\n\r\n"+
 		"5\r\nhello\r\nZZZ\r\n"+
 		"GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\n"+sandbox.APIKeyHeader+": "+testAPIKey+"\r\n\r\n")
 	if err != nil {
@@ -516,4 +518,17 @@ func TestProxyBadChunkUnreadEndsConnection(t *testing.T) {
 	if n := strings.Count(string(replies), "HTTP/1.1 "); n != 1 {
 		t.Fatalf("%d replies to one request with a malformed body; want 1:\n%s", n, replies)
 	}
+}
+
+// keyLine is the API key header of a raw HTTP/1.1 request.
+const keyLine = sandbox.APIKeyHeader + ": " + testAPIKey + "\r\n"
+
+// getWithKey is http.Get with the API key.
+func getWithKey(url string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set(sandbox.APIKeyHeader, testAPIKey)
+	return http.DefaultClient.Do(req)
 }

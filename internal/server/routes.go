@@ -11,9 +11,10 @@ import (
 type route struct {
 	pattern string // ServeMux pattern without the /v1 prefix
 	handler http.HandlerFunc
-	// open routes skip the API key: health, readiness, the OpenAPI document and the
-	// proxy (whose callers prove nothing but the sandbox id).
+	// open routes skip the API key: health, readiness and the OpenAPI document.
 	open bool
+	// proxy routes skip it only when Config.OpenProxy says so.
+	proxy bool
 }
 
 // routes is the whole API, one line per endpoint. register serves it at
@@ -45,10 +46,14 @@ func (s *Server) routes() []route {
 		{pattern: "GET /sandboxes/{sandboxId}/diagnostics/summary", handler: s.diagnosticSummary},
 
 		{pattern: "POST /metrics/events", handler: s.reportMetricsEvent},
+		// Prometheus metrics, behind the API key like the API itself
+		// (a debug listener may serve them without it on loopback).
+		{pattern: "GET /metrics", handler: s.serveMetrics},
 
-		// Any method; not behind the API key (upstream behaviour).
-		{pattern: "/sandboxes/{sandboxId}/proxy/{port}", handler: s.proxy.ServeHTTP, open: true},
-		{pattern: "/sandboxes/{sandboxId}/proxy/{port}/{path...}", handler: s.proxy.ServeHTTP, open: true},
+		// Any method; behind the API key unless Config.OpenProxy (upstream's
+		// behaviour). The proxy strips the key before forwarding.
+		{pattern: "/sandboxes/{sandboxId}/proxy/{port}", handler: s.proxy.ServeHTTP, proxy: true},
+		{pattern: "/sandboxes/{sandboxId}/proxy/{port}/{path...}", handler: s.proxy.ServeHTTP, proxy: true},
 	}
 }
 
@@ -62,7 +67,7 @@ func (s *Server) register() {
 	for _, prefix := range prefixes {
 		for _, rt := range s.routes() {
 			var h http.Handler = rt.handler
-			if !rt.open {
+			if !rt.open && !(rt.proxy && s.cfg.OpenProxy) {
 				h = s.requireAPIKey(h)
 			}
 			s.mux.Handle(withPrefix(rt.pattern, prefix), h)

@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/opensandbox-go/opensandbox/internal/httpmw"
 	"github.com/opensandbox-go/opensandbox/internal/lifecycle"
+	"github.com/opensandbox-go/opensandbox/internal/metrics"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 )
 
@@ -37,6 +39,11 @@ type Config struct {
 	// APIKey must be sent in OPEN-SANDBOX-API-KEY; "" turns auth off (main
 	// allows that only when told to run insecure).
 	APIKey string
+	// OpenProxy lets the proxy route through without the API key, as
+	// upstream does (callers on a sandbox network must still send it).
+	// false, the default, puts the proxy behind the key like every other
+	// route.
+	OpenProxy bool
 	// PublicHost (a host name or IP, no scheme, no port) replaces the host
 	// of endpoint answers: the runtime's address host for direct
 	// endpoints, the request's host for server-proxy endpoints. "" keeps
@@ -63,6 +70,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// BodyLimits bound how slowly a client may send a request body (the
+	// proxy's included); the zero value means httpmw.DefaultBodyLimits.
+	BodyLimits httpmw.BodyLimits
+	// Metrics records the server's Prometheus metrics; nil makes a new
+	// set. Pass one to share it with other code (a debug listener).
+	Metrics *metrics.Metrics
 	// SweepInterval is how often Run asks a runtime.Sweeper to remove
 	// leftovers; 0 means DefaultSweepInterval.
 	SweepInterval time.Duration
@@ -89,8 +102,10 @@ type Server struct {
 	callers *sandboxCallers
 
 	// bg ends when Run returns (hijacked proxy connections watch it).
-	bg       context.Context
-	cancelBg context.CancelFunc
+	bg          context.Context
+	cancelBg    context.CancelFunc
+	metrics     *metrics.Metrics
+	metricsHTTP http.Handler
 }
 
 // New checks cfg and builds a Server.
@@ -113,6 +128,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	// Records logged with a request's context carry its id.
+	cfg.Logger = slog.New(httpmw.ContextHandler(cfg.Logger.Handler()))
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -121,6 +138,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.AllowedHostPaths = roots
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New(countStates(cfg.Runtime))
+	}
 	lc, err := lifecycle.New(lifecycle.Config{
 		Runtime:       cfg.Runtime,
 		Store:         cfg.Store,
@@ -129,6 +149,7 @@ func New(cfg Config) (*Server, error) {
 		LoggerFrom:    requestLogger,
 		Now:           cfg.Now,
 		SweepInterval: cfg.SweepInterval,
+		Metrics:       cfg.Metrics,
 	})
 	if err != nil {
 		return nil, err
@@ -145,17 +166,26 @@ func New(cfg Config) (*Server, error) {
 	if sn, ok := cfg.Runtime.(runtime.SandboxNetworks); ok {
 		s.callers = &sandboxCallers{src: sn}
 	}
+	s.metrics = cfg.Metrics
+	s.metricsHTTP = s.metrics.Handler()
 	s.register()
-	s.handler = s.withRequestID(s.recoverPanics(s.logRequests(s.mux)))
+	lim := cfg.BodyLimits
+	if lim == (httpmw.BodyLimits{}) {
+		lim = httpmw.DefaultBodyLimits
+	}
+	s.handler = httpmw.BoundBody(s.withRequestID(s.recoverPanics(s.logRequests(s.metrics.Instrument(s.mux)))), lim)
 	return s, nil
 }
 
-// Handler returns the API with its middleware: request ids, panic
-// recovery, request logs; auth is applied per route by the route table.
+// Handler returns the API with its middleware: request-body time limits,
+// request ids, panic recovery, request logs; auth is applied per route by
+// the route table.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // NewHTTPServer returns an http.Server for h with the limits the API
-// needs. It sets no WriteTimeout: log streams, command streams and
+// needs: headers must arrive within 10 s (bodies are bounded by Handler's
+// httpmw.BoundBody, by progress rather than a fixed time). It sets no
+// ReadTimeout or WriteTimeout: uploads, log streams, command streams and
 // WebSockets relayed by the proxy legitimately outlive any fixed bound.
 func NewHTTPServer(h http.Handler, addr string) *http.Server {
 	return &http.Server{

@@ -54,6 +54,7 @@ type Config struct {
 	SecureRuntime SecureRuntime `toml:"secure_runtime"`
 	Egress        Egress        `toml:"egress"`
 	Ingress       Ingress       `toml:"ingress"`
+	Debug         Debug         `toml:"debug"`
 
 	// Path is the file the configuration was read from; "" when there was
 	// no file at the default path and only defaults apply.
@@ -89,6 +90,12 @@ type Server struct {
 	// their own instance id; an explicit id is claimed on the engine for
 	// this server's store, and a server with another store refuses it.
 	InstanceID string `toml:"instance_id"`
+
+	// proxy_requires_api_key: the server proxy route
+	// (/sandboxes/{id}/proxy/{port}/...) needs the API key like every
+	// other route; default true. false restores upstream's open proxy,
+	// where knowing a sandbox id is enough (logged as a warning at start).
+	ProxyRequiresAPIKey bool `toml:"proxy_requires_api_key"`
 }
 
 // Addr is the host:port the server listens on.
@@ -300,6 +307,17 @@ type Ingress struct {
 	Mode string `toml:"mode"`
 }
 
+// Debug is the [debug] table: an opt-in second listener for profiling.
+type Debug struct {
+	// enabled: serve Go's pprof profiles (/debug/pprof/) and the metrics
+	// (/metrics) on address, without the API key; default false.
+	Enabled bool `toml:"enabled"`
+	// address: host:port of that listener; default "127.0.0.1:6060"
+	// (this machine only). Anything else is logged as a warning: the
+	// profiles reveal memory contents and cost CPU.
+	Address string `toml:"address"`
+}
+
 // Default values.
 const (
 	DefaultHost              = "0.0.0.0"
@@ -315,6 +333,7 @@ const (
 	DefaultVolumeSize        = "1Gi"
 	DefaultEgressMode        = "dns"
 	DefaultIngressMode       = "direct"
+	DefaultDebugAddress      = "127.0.0.1:6060"
 	// DefaultConfigFile is the config file under the home directory.
 	DefaultConfigFile = ".sandbox.toml"
 	// MinMaxTimeoutSeconds is the smallest max_sandbox_timeout_seconds.
@@ -335,6 +354,7 @@ func Defaults(home string) Config {
 			Host:                     DefaultHost,
 			Port:                     DefaultPort,
 			MinSandboxTimeoutSeconds: DefaultMinTimeoutSeconds,
+			ProxyRequiresAPIKey:      true,
 		},
 		Log: Log{Level: DefaultLogLevel},
 		Docker: Docker{
@@ -352,6 +372,7 @@ func Defaults(home string) Config {
 		Store:   Store{Type: StoreBbolt, Path: defaultStorePath(home)},
 		Egress:  Egress{Mode: DefaultEgressMode, DisableIPv6: true},
 		Ingress: Ingress{Mode: DefaultIngressMode},
+		Debug:   Debug{Address: DefaultDebugAddress},
 	}
 }
 

@@ -158,6 +158,7 @@ api_key = "secret"
 eip = "sandbox.example.com"
 max_sandbox_timeout_seconds = 7200
 min_sandbox_timeout_seconds = 120
+proxy_requires_api_key = false
 
 [log]
 level = "DEBUG"
@@ -201,6 +202,10 @@ disable_ipv6 = false
 
 [ingress]
 mode = "direct"
+
+[debug]
+enabled = true
+address = "127.0.0.1:7070"
 `
 	env, home := testEnv(t, nil)
 	path := writeConfig(t, home, body)
@@ -221,6 +226,7 @@ mode = "direct"
 		SecureRuntime: SecureRuntime{Type: "gvisor", DockerRuntime: "runsc", K8sRuntimeClass: "gvisor"},
 		Egress:        Egress{Image: "example/egress:1", Mode: "dns+nft", DisableIPv6: false},
 		Ingress:       Ingress{Mode: "direct"},
+		Debug:         Debug{Enabled: true, Address: "127.0.0.1:7070"},
 		Path:          path,
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -263,6 +269,7 @@ func TestLoadInvalidValues(t *testing.T) {
 		{"min above max", "[server]\nmax_sandbox_timeout_seconds = 100\nmin_sandbox_timeout_seconds = 200\n", []string{"server.min_sandbox_timeout_seconds = 200"}},
 		{"api key with space", "[server]\napi_key = \" k\"\n", []string{"server.api_key"}},
 		{"log level", "[log]\nlevel = \"loud\"\n", []string{`log.level = "loud"`}},
+		{"debug address", "[debug]\nenabled = true\naddress = \"6060\"\n", []string{`debug.address = "6060"`}},
 		{"runtime missing", "[runtime]\n", []string{"runtime.type is required"}},
 		{"runtime kubernetes", "[runtime]\ntype = \"kubernetes\"\n", []string{`runtime.type = "kubernetes"`, "not supported yet"}},
 		{"runtime unknown", "[runtime]\ntype = \"podman\"\n", []string{`runtime.type = "podman"`}},
@@ -451,6 +458,8 @@ func TestLoadWarnings(t *testing.T) {
 		{"host network", "[docker]\nnetwork_mode = \"host\"\n", "host's network"},
 		{"no isolation", "[docker]\nisolate_sandboxes = false\n", "can reach each other"},
 		{"all interfaces", "[docker]\nhost_ip = \"0.0.0.0\"\n", "every interface"},
+		{"open proxy", "[server]\nproxy_requires_api_key = false\n", "anyone who knows a sandbox id"},
+		{"debug off loopback", "[debug]\nenabled = true\naddress = \"0.0.0.0:6060\"\n", "not a loopback address"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

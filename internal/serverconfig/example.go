@@ -76,6 +76,10 @@ min_sandbox_timeout_seconds = 60 # shortest sandbox timeout (below 60 only for t
 # share one: the second refuses to start.
 instance_id = ""
 
+# The proxy route /sandboxes/{id}/proxy/{port}/... needs the API key too;
+# false opens it to anyone who knows a sandbox id (upstream's behaviour).
+proxy_requires_api_key = true
+
 [log]
 level = "info"                   # debug, info, warn or error
 file_path = ""                   # "" = stderr
@@ -135,6 +139,11 @@ block_doh_443 = false            # drop 443 to doh_blocklist (all 443 when the l
 
 [ingress]
 mode = "direct"                  # "gateway" only with Kubernetes
+
+[debug]
+# A second listener with Go's pprof profiles and /metrics, no API key.
+enabled = false
+address = "127.0.0.1:6060"       # keep it on loopback
 `
 
 const kubernetesTail = `

@@ -56,6 +56,18 @@ func validate(c *Config) (warnings, problems []string) {
 	if id := c.Server.InstanceID; id != "" && grammar.CheckInstanceID(id) != nil {
 		bad("server.instance_id", id, "want 1-63 lower case letters, digits and '-', starting and ending with a letter or digit")
 	}
+	if !c.Server.ProxyRequiresAPIKey {
+		warnings = append(warnings, "server.proxy_requires_api_key = false: anyone who knows a sandbox id reaches its ports, execd included, through the server proxy")
+	}
+
+	// [debug]
+	if c.Debug.Enabled {
+		if host, port, err := net.SplitHostPort(c.Debug.Address); err != nil || port == "" {
+			bad("debug.address", c.Debug.Address, "want host:port")
+		} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			warnings = append(warnings, fmt.Sprintf("debug.address = %q is not a loopback address: profiles and metrics are served there without the API key", c.Debug.Address))
+		}
+	}
 
 	// [log]
 	if _, ok := parseLevel(c.Log.Level); !ok {

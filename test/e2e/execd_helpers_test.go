@@ -53,6 +53,8 @@ type execdProc struct {
 	base   string
 	client *http.Client
 	token  string
+	// apiKey goes on every request when set (the server proxy needs it).
+	apiKey string
 	exited chan struct{}
 	err    error
 }
@@ -130,6 +132,10 @@ func (tt *tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if tt.p.token != "" && r.Header.Get(sandbox.AccessTokenHeader) == "" {
 		r = r.Clone(r.Context())
 		r.Header.Set(sandbox.AccessTokenHeader, tt.p.token)
+	}
+	if tt.p.apiKey != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set(sandbox.APIKeyHeader, tt.p.apiKey)
 	}
 	return http.DefaultTransport.RoundTrip(r)
 }

@@ -10,8 +10,9 @@ import (
 
 // TestProxyFromSandboxNeedsKey: a sandbox can reach the server on its
 // network's gateway, and on a user-defined network Docker's DNS names the
-// other containers (ids included). So the proxy route, open to everyone
-// else, asks a caller inside a sandbox for the API key.
+// other containers (ids included). So the proxy route, even when opened to
+// everyone else (proxy_requires_api_key = false), asks a caller inside a
+// sandbox for the API key.
 func TestProxyFromSandboxNeedsKey(t *testing.T) {
 	t.Parallel()
 	gw := sandboxNetworkGateway(t)
@@ -21,7 +22,7 @@ func TestProxyFromSandboxNeedsKey(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	s := startServer(t, serverOpts{addr: addr})
+	s := startServer(t, serverOpts{addr: addr, serverTOML: "proxy_requires_api_key = false\n"})
 	c := sdkClient(t, s, false)
 	a := sdkCreate(t, c, sandbox.CreateOptions{})
 	b := sdkCreate(t, c, sandbox.CreateOptions{})

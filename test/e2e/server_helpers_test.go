@@ -38,8 +38,8 @@ type serverProc struct {
 type serverOpts struct {
 	minTimeout int // seconds; default 1
 	extraTOML  string
-	dockerTOML string // more keys of the [docker] table
 	serverTOML string // more keys of the [server] table
+	dockerTOML string // more keys of the [docker] table
 	storeDir   string // reuse a store across restarts
 	addr       string // reuse an address across restarts
 }
@@ -231,7 +231,9 @@ func (p *serverProc) execd(t *testing.T, id string, serverProxy bool) *execdProc
 	e.token = ep.Headers[sandbox.AccessTokenHeader]
 	if serverProxy {
 		// Paths carry the proxy prefix here, so api/execd.yaml cannot route
-		// them; the direct endpoint checks the same replies.
+		// them; the direct endpoint checks the same replies. The proxy
+		// needs the API key.
+		e.apiKey = testAPIKey
 		e.client = &http.Client{Transport: &tokenTransport{p: e}, Timeout: 60 * time.Second}
 		return e
 	}
@@ -278,4 +280,14 @@ func ensureBaseImage(t *testing.T) string {
 		t.Fatalf("images/build.sh base: %v\n%s", err, out)
 	}
 	return "opensandbox/base:latest"
+}
+
+// getWithKey is http.Get with the API key (the server proxy needs it).
+func getWithKey(url string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set(sandbox.APIKeyHeader, testAPIKey)
+	return http.DefaultClient.Do(req)
 }

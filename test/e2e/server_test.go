@@ -352,7 +352,7 @@ func TestServerProxy(t *testing.T) {
 	e.stream(t, "/command", sandbox.RunCommandRequest{Command: "mkdir -p /www && echo inside > /www/index.html && httpd -p 3000 -h /www", Background: true})
 	url := fmt.Sprintf("%s/sandboxes/%s/proxy/3000/index.html", s.base, sb.ID)
 	poll(t, "httpd in the sandbox", func() bool {
-		resp, err := http.Get(url)
+		resp, err := getWithKey(url)
 		if err != nil {
 			return false
 		}
@@ -382,8 +382,30 @@ func TestServerProxy(t *testing.T) {
 			t.Errorf("the sandbox saw the caller's credential %q", secret)
 		}
 	}
+	// The proxy needs the API key by default: without it nothing reaches
+	// the sandbox.
+	for _, key := range []string{"", "wrong-key"} {
+		req, _ := http.NewRequest("GET", url, nil)
+		if key != "" {
+			req.Header.Set(sandbox.APIKeyHeader, key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e sandbox.ErrorResponse
+		json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		want := "MISSING_API_KEY"
+		if key != "" {
+			want = "INVALID_API_KEY"
+		}
+		if resp.StatusCode != http.StatusUnauthorized || e.Code != want {
+			t.Errorf("proxy with key %q = %d %+v, want 401 %s", key, resp.StatusCode, e, want)
+		}
+	}
 	// Nothing on the port: 502.
-	resp, err := http.Get(fmt.Sprintf("%s/sandboxes/%s/proxy/3999/", s.base, sb.ID))
+	resp, err := getWithKey(fmt.Sprintf("%s/sandboxes/%s/proxy/3999/", s.base, sb.ID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +413,7 @@ func TestServerProxy(t *testing.T) {
 	if resp.StatusCode != 502 {
 		t.Errorf("proxy to a closed port = %d, want 502", resp.StatusCode)
 	}
-	resp, _ = http.Get(fmt.Sprintf("%s/sandboxes/%s/proxy/3000/..%%2f..%%2f44772/ping", s.base, sb.ID))
+	resp, _ = getWithKey(fmt.Sprintf("%s/sandboxes/%s/proxy/3000/..%%2f..%%2f44772/ping", s.base, sb.ID))
 	if resp != nil {
 		resp.Body.Close()
 		if resp.StatusCode == 200 {
@@ -404,7 +426,7 @@ func TestServerProxy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	wsURL := "ws" + strings.TrimPrefix(s.base, "http") + fmt.Sprintf("/sandboxes/%s/proxy/44772/pty/%s/ws", sb.ID, pty.SessionID)
-	c, _, err := websocket.Dial(ctx, wsURL, nil)
+	c, _, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPHeader: http.Header{sandbox.APIKeyHeader: {testAPIKey}}})
 	if err != nil {
 		t.Fatalf("websocket through the server proxy: %v", err)
 	}

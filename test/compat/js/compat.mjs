@@ -134,7 +134,10 @@ async function checkExecdEndpointShape(step, name, needs, sbx, config) {
       ep.endpoint.endsWith("/44772") || url.port === "44772",
       `execd endpoint ${ep.endpoint} neither ends in /44772 nor has port 44772`,
     );
-    const res = await fetch(`${url.href.replace(/\/$/, "")}/ping`, { headers: ep.headers ?? {} });
+    // As the SDK does for execd requests: its connection headers (the API
+    // key among them, which the server proxy requires and strips) and the
+    // endpoint's own.
+    const res = await fetch(`${url.href.replace(/\/$/, "")}/ping`, { headers: { ...config.headers, ...(ep.headers ?? {}) } });
     eq(res.status, 200, `GET ${ep.endpoint}/ping`);
     const c = await Sandbox.connect({ sandboxId: sbx.id, connectionConfig: config });
     try {
@@ -208,6 +211,21 @@ async function runMode(mode) {
     });
 
     await checkExecdEndpointShape(step, "endpoint-execd-shape", ["create"], sbx, config);
+
+    if (useServerProxy) {
+      // The server proxy needs the API key: the endpoint's headers alone
+      // (what a caller who only learnt the sandbox id would have) are refused.
+      await step("proxy-requires-api-key", ["create"], async () => {
+        const ep = await sbx.getEndpoint(44772);
+        const headers = { ...(ep.headers ?? {}) };
+        assert(!Object.keys(headers).some((k) => k.toLowerCase() === "open-sandbox-api-key"),
+          `the endpoint hands out the API key: ${JSON.stringify(Object.keys(headers))}`);
+        const res = await fetch(`${PROTOCOL}://${ep.endpoint}/ping`, { headers });
+        eq(res.status, 401, `GET ${ep.endpoint}/ping without the API key`);
+        const body = await res.json();
+        eq(body.code, "MISSING_API_KEY", "error code without the API key");
+      });
+    }
 
     await step("ping", ["create"], async () => {
       eq(await sbx.isHealthy(), true, "isHealthy");
