@@ -267,8 +267,10 @@ type Egress struct {
 	BlockDoH443 bool `toml:"block_doh_443"`
 	// doh_blocklist: IPs or CIDRs of DNS-over-HTTPS resolvers.
 	DoHBlocklist []string `toml:"doh_blocklist"`
-	// mode: "dns" (DNS filtering; default) or "dns+nft" (plus nftables
-	// enforcement of resolved addresses).
+	// mode: "dns+nft" (default: DNS filtering plus nftables, so only
+	// listed IPs/CIDRs and addresses of allowed names are reachable) or
+	// "dns" (DNS filtering only: a sandbox may still connect to any IP
+	// address it knows).
 	Mode string `toml:"mode"`
 	// disable_ipv6: turn IPv6 off in sandboxes with a network policy;
 	// default true.
@@ -294,7 +296,7 @@ const (
 	DefaultAPITimeoutSeconds = 180
 	DefaultPidsLimit         = 4096
 	DefaultVolumeSize        = "1Gi"
-	DefaultEgressMode        = "dns"
+	DefaultEgressMode        = "dns+nft"
 	DefaultIngressMode       = "direct"
 	// DefaultConfigFile is the config file under the home directory.
 	DefaultConfigFile = ".sandbox.toml"

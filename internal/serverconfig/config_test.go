@@ -78,7 +78,7 @@ func TestLoadNoFileAtDefaultPath(t *testing.T) {
 		{"store type", got.Store.Type, "bbolt"},
 		{"store path", got.Store.Path, filepath.Join(home, ".opensandbox", "opensandbox.db")},
 		{"volume size", got.Storage.VolumeDefaultSize, "1Gi"},
-		{"egress mode", got.Egress.Mode, "dns"},
+		{"egress mode", got.Egress.Mode, "dns+nft"},
 		{"disable ipv6", got.Egress.DisableIPv6, true},
 		{"ingress", got.Ingress.Mode, "direct"},
 		{"path", got.Path, ""},

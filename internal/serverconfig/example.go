@@ -119,7 +119,7 @@ k8s_runtime_class = ""
 # (egress_path, default: next to opensandbox-server).
 image = ""
 # egress_path = "/usr/local/bin/egress"
-mode = "dns"                     # "dns" or "dns+nft" (also drop IPs the policy does not allow)
+mode = "dns+nft"                 # or "dns" (names only: any IP address stays reachable)
 disable_ipv6 = true
 # dns_upstream = ["10.0.0.2"]    # resolvers for allowed names; unset = the engine's
 upstream_ca_file = ""            # extra CAs the credential proxy trusts for origins

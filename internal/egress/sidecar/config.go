@@ -118,7 +118,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	var errs []error
 	bad := func(name string, err error) { errs = append(errs, fmt.Errorf("%s: %w", name, err)) }
 	if c.Mode == "" {
-		c.Mode = sandbox.EgressEnforcementDNS
+		c.Mode = sandbox.EgressEnforcementDNSNft
 	}
 	if c.Mode != sandbox.EgressEnforcementDNS && c.Mode != sandbox.EgressEnforcementDNSNft {
 		bad("OPENSANDBOX_EGRESS_MODE", fmt.Errorf("%q is not %q or %q", c.Mode, sandbox.EgressEnforcementDNS, sandbox.EgressEnforcementDNSNft))

@@ -79,8 +79,8 @@ type Options struct {
 	// EgressPath is the host path of the static egress binary; with
 	// neither it nor EgressImage, network policies are not supported.
 	EgressPath string
-	// EgressMode is the sidecar's enforcement mode: "dns" (default) or
-	// "dns+nft".
+	// EgressMode is the sidecar's enforcement mode: "dns+nft" (default)
+	// or "dns" (names only).
 	EgressMode string
 	// EgressDisableIPv6 turns IPv6 off in sandboxes with a sidecar.
 	EgressDisableIPv6 bool
@@ -291,7 +291,7 @@ func (o *Options) setDefaults() error {
 		o.PidsLimit = defaultPidsLimit
 	}
 	if o.EgressMode == "" {
-		o.EgressMode = sandbox.EgressEnforcementDNS
+		o.EgressMode = sandbox.EgressEnforcementDNSNft
 	}
 	if o.EgressMode != sandbox.EgressEnforcementDNS && o.EgressMode != sandbox.EgressEnforcementDNSNft {
 		return fmt.Errorf("docker: egress mode %q: want dns or dns+nft: %w", o.EgressMode, runtime.ErrInvalid)
