@@ -67,6 +67,8 @@ func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, logger *slog
 		EgressDenyWebhook:    cfg.Egress.DenyWebhook,
 		EgressBlockDoH:       cfg.Egress.BlockDoH443,
 		EgressDoHBlocklist:   cfg.Egress.DoHBlocklist,
+		EgressAllowMetadata:  cfg.Egress.AllowMetadata,
+		AllowMetadata:        !d.BlockMetadata,
 		Logger:               logger,
 	})
 	if err != nil {

@@ -163,6 +163,11 @@ type Docker struct {
 	// An existing network of this name must have the bridge driver and
 	// inter-container communication off.
 	BridgeNetwork string `toml:"bridge_network"`
+	// block_metadata: drop packets from the sandbox network's bridge to
+	// link-local addresses (169.254.0.0/16, fd00:ec2::254: cloud metadata
+	// services) with an nftables table of the server's on the host;
+	// default true.
+	BlockMetadata bool `toml:"block_metadata"`
 	// host_ip: the host address bridge-mode ports are published on;
 	// default "127.0.0.1" (only this machine, and the server's proxy,
 	// reach sandbox ports directly).
@@ -275,6 +280,10 @@ type Egress struct {
 	// disable_ipv6: turn IPv6 off in sandboxes with a network policy;
 	// default true.
 	DisableIPv6 bool `toml:"disable_ipv6"`
+	// allow_metadata: let network policies allow link-local metadata
+	// addresses (169.254.0.0/16, fd00:ec2::254); default false: the
+	// sidecar drops them whatever the policy says.
+	AllowMetadata bool `toml:"allow_metadata"`
 }
 
 // Ingress is the [ingress] table.
@@ -324,6 +333,7 @@ func Defaults(home string) Config {
 			NetworkMode:       DefaultNetworkMode,
 			IsolateSandboxes:  true,
 			BridgeNetwork:     DefaultBridgeNetwork,
+			BlockMetadata:     true,
 			HostIP:            DefaultHostIP,
 			APITimeoutSeconds: DefaultAPITimeoutSeconds,
 			DropCapabilities:  DefaultDropCapabilities(),

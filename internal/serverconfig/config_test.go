@@ -80,6 +80,8 @@ func TestLoadNoFileAtDefaultPath(t *testing.T) {
 		{"volume size", got.Storage.VolumeDefaultSize, "1Gi"},
 		{"egress mode", got.Egress.Mode, "dns+nft"},
 		{"disable ipv6", got.Egress.DisableIPv6, true},
+		{"allow metadata", got.Egress.AllowMetadata, false},
+		{"block metadata", got.Docker.BlockMetadata, true},
 		{"ingress", got.Ingress.Mode, "direct"},
 		{"path", got.Path, ""},
 	}
@@ -170,6 +172,7 @@ execd_path = "~/bin/execd"
 network_mode = "host"
 isolate_sandboxes = false
 bridge_network = "osb-net"
+block_metadata = false
 host_ip = "10.0.0.5"
 api_timeout = 30
 drop_capabilities = ["NET_RAW"]
@@ -196,6 +199,7 @@ k8s_runtime_class = "gvisor"
 image = "example/egress:1"
 mode = "dns+nft"
 disable_ipv6 = false
+allow_metadata = true
 
 [ingress]
 mode = "direct"
@@ -217,7 +221,7 @@ mode = "direct"
 		Storage:       Storage{AllowedHostPaths: []string{"/data", "/srv/shared"}, VolumeDefaultSize: "500Mi"},
 		Store:         Store{Type: "bbolt", Path: "/var/lib/opensandbox/store.db"},
 		SecureRuntime: SecureRuntime{Type: "gvisor", DockerRuntime: "runsc", K8sRuntimeClass: "gvisor"},
-		Egress:        Egress{Image: "example/egress:1", Mode: "dns+nft", DisableIPv6: false},
+		Egress:        Egress{Image: "example/egress:1", Mode: "dns+nft", DisableIPv6: false, AllowMetadata: true},
 		Ingress:       Ingress{Mode: "direct"},
 		Path:          path,
 	}

@@ -89,6 +89,7 @@ isolate_sandboxes = true         # bridge mode: sandboxes join bridge_network, w
                                  # containers; not traffic through the host (ports on a non-loopback host_ip, the
                                  # server's proxy route). Firewall rules for docker0 do not cover its br-<id> bridge
 bridge_network = "opensandbox"   # created at start when missing; never removed
+block_metadata = true            # drop sandbox packets to link-local metadata addresses (host nftables)
 host_ip = "127.0.0.1"            # host address sandbox ports are published on
 api_timeout = 180                # seconds the engine may take to answer a request
 drop_capabilities = ["AUDIT_WRITE", "MKNOD", "NET_ADMIN", "NET_RAW", "SYS_ADMIN", "SYS_MODULE", "SYS_PTRACE", "SYS_TIME", "SYS_TTY_CONFIG"]
@@ -124,6 +125,7 @@ disable_ipv6 = true
 # dns_upstream = ["10.0.0.2"]    # resolvers for allowed names; unset = the engine's
 upstream_ca_file = ""            # extra CAs the credential proxy trusts for origins
 deny_webhook = ""                # http(s) URL told of each denied name
+allow_metadata = false           # true: policies may allow link-local metadata addresses
 block_doh_443 = false            # drop 443 to doh_blocklist (all 443 when the list is empty)
 # doh_blocklist = ["1.1.1.1", "8.8.8.8"]
 

@@ -97,6 +97,13 @@ type Options struct {
 	// (port-443 blocking of DNS-over-HTTPS resolvers).
 	EgressBlockDoH     bool
 	EgressDoHBlocklist []string
+	// EgressAllowMetadata lets network policies allow link-local
+	// metadata addresses, which sidecars otherwise always drop.
+	EgressAllowMetadata bool
+	// AllowMetadata leaves out the host's nftables table that drops
+	// packets from the sandbox bridge to link-local metadata addresses
+	// (see metadataGuard).
+	AllowMetadata bool
 	// ExecdCopy copies execd into each container through the API (for a
 	// remote engine) instead of bind-mounting ExecdPath read-only.
 	ExecdCopy bool
