@@ -30,7 +30,7 @@ func TestRoundTrip(t *testing.T) {
 		DNSUpstreams: []string{"10.0.0.2", "[fd00::1]:54"}, DNSUpstreamTimeout: 1500 * time.Millisecond,
 		RulesDir: "/var/egress/rules", AlwaysReload: time.Minute, DenyWebhook: "https://hooks.test/deny",
 		BlockDoH: true, DoHBlocklist: []netip.Prefix{netip.MustParsePrefix("1.1.1.1/32"), netip.MustParsePrefix("2606:4700::/32")},
-		APIAllow: []netip.Addr{netip.MustParseAddr("172.17.0.1"), netip.MustParseAddr("fd00::1")},
+		APIAllow:        []netip.Addr{netip.MustParseAddr("172.17.0.1"), netip.MustParseAddr("fd00::1")},
 		CredentialProxy: true, TLSProxyPort: 18081, HTTPProxyPort: 18082, CAFile: "/run/ca.pem",
 		UpstreamCAFile: "/etc/up.pem", StartMarker: "/run/started", AllowMetadata: true, LogLevel: "debug",
 	}
