@@ -124,7 +124,7 @@ func Run(ctx context.Context, cfg Config) error {
 		fwMu.Lock()
 		defer fwMu.Unlock()
 		rules := firewallRules(p, fwOptions{mode: cfg.Mode, dnsPort: dnsPort, tlsPort: tlsPort, httpPort: httpPort,
-			blockDoH: cfg.BlockDoH, dohList: cfg.DoHBlocklist, apiPort: apiPort, apiAllow: apiAllow})
+			blockDoH: cfg.BlockDoH, dohList: cfg.DoHBlocklist, apiPort: apiPort, apiAllow: apiAllow, allowMetadata: cfg.AllowMetadata})
 		if cfg.Mode == sandbox.EgressEnforcementDNSNft {
 			rules.Dynamic = learnt.keep(p)
 		}
@@ -234,7 +234,7 @@ func Run(ctx context.Context, cfg Config) error {
 			OriginalDst: originalDst(log),
 			ExtraRoots:  roots,
 			Dial:        dialer.DialContext,
-			Resolve:     boundResolver(store, upstreamResolvers(upstreams, cfg.DNSTimeout)),
+			Resolve:     boundResolver(store, upstreamResolvers(upstreams, cfg.DNSTimeout), cfg.AllowMetadata),
 			Logger:      log.With("component", "credential-proxy"),
 		})
 		if err != nil {
@@ -426,7 +426,10 @@ func lookup(ctx context.Context, rs []*net.Resolver, host string) ([]netip.Addr,
 // sandbox's network namespace, so a connection there would deliver the
 // credential to a listener inside the sandbox. Lookups go to the upstream
 // resolvers with the bypass mark, never through the sandbox's DNS.
-func boundResolver(store *policy.Store, rs []*net.Resolver) func(context.Context, string) ([]netip.Addr, error) {
+//
+// Metadata addresses (MetadataPrefixes) are dropped unless allowMetadata,
+// as the firewall drops them.
+func boundResolver(store *policy.Store, rs []*net.Resolver, allowMetadata bool) func(context.Context, string) ([]netip.Addr, error) {
 	return func(ctx context.Context, host string) ([]netip.Addr, error) {
 		p := store.Current()
 		if p.Decide(host) != policy.Allow {
@@ -450,6 +453,12 @@ func boundResolver(store *policy.Store, rs []*net.Resolver) func(context.Context
 			a = a.Unmap().WithZone("")
 			if a.IsLoopback() || a.IsUnspecified() || local[a] {
 				refused = "local (inside the sandbox's network namespace)"
+				continue
+			}
+			if !allowMetadata && slices.ContainsFunc(MetadataPrefixes, func(m netip.Prefix) bool { return m.Contains(a) }) {
+				if refused == "" {
+					refused = "a link-local metadata address"
+				}
 				continue
 			}
 			if act, ruled := p.DecideIP(a); ruled && act == policy.Deny {
