@@ -56,14 +56,9 @@ func firewallRules(p *policy.Policy, o fwOptions) nft.Rules {
 	return r
 }
 
-// MetadataPrefixes are the link-local ranges where cloud metadata
-// services answer (169.254.169.254 and its IPv6 twin fd00:ec2::254): the
-// whole IPv4 link-local range, since providers use other addresses in it
-// too (169.254.170.2, 169.254.169.123).
-var MetadataPrefixes = []netip.Prefix{
-	netip.MustParsePrefix("169.254.0.0/16"),
-	netip.MustParsePrefix("fd00:ec2::254/128"),
-}
+// MetadataPrefixes are the link-local metadata ranges the sidecar drops
+// unless the configuration lets the policy decide.
+var MetadataPrefixes = nft.MetadataPrefixes
 
 // fwOptions are the parts of the firewall that do not come from the policy.
 type fwOptions struct {
