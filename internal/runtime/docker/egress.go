@@ -50,7 +50,9 @@ const (
 
 var egressPortKey = nat.Port(strconv.Itoa(sandbox.EgressPort) + "/tcp")
 
-func sidecarName(id string) string { return "sandbox-egress-" + id }
+// sidecarName is the engine name of sandbox id's sidecar; like
+// containerName it does not carry the id.
+func sidecarName(id string) string { return "sandbox-egress-" + nameHash(id) }
 
 // egressImage returns the sidecar image: Options.EgressImage, or one made
 // from Options.EgressPath (the static egress binary and the host's CA
