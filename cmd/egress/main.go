@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/opensandbox-go/opensandbox/internal/egress/egressenv"
 	"github.com/opensandbox-go/opensandbox/internal/egress/sidecar"
 )
 
@@ -29,7 +30,7 @@ func main() {
 		os.Exit(2)
 	}
 	level := slog.LevelInfo
-	if strings.EqualFold(os.Getenv("OPENSANDBOX_EGRESS_LOG_LEVEL"), "debug") {
+	if strings.EqualFold(os.Getenv(egressenv.VarLogLevel), "debug") {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))

@@ -69,6 +69,8 @@ func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, instance ins
 		EgressBlockDoH:       cfg.Egress.BlockDoH443,
 		EgressDoHBlocklist:   cfg.Egress.DoHBlocklist,
 		InstanceID:           instance.id,
+		EgressAllowMetadata:  cfg.Egress.AllowMetadata,
+		AllowMetadata:        !d.BlockMetadata,
 		Logger:               logger,
 	})
 	if err != nil {

@@ -177,6 +177,11 @@ type Docker struct {
 	// An existing network of this name must have the bridge driver and
 	// inter-container communication off.
 	BridgeNetwork string `toml:"bridge_network"`
+	// block_metadata: drop packets from the sandbox network's bridge to
+	// link-local addresses (169.254.0.0/16, fd00:ec2::254: cloud metadata
+	// services) with an nftables table of the server's on the host;
+	// default true.
+	BlockMetadata bool `toml:"block_metadata"`
 	// host_ip: the host address bridge-mode ports are published on;
 	// default "127.0.0.1" (only this machine, and the server's proxy,
 	// reach sandbox ports directly).
@@ -292,12 +297,18 @@ type Egress struct {
 	BlockDoH443 bool `toml:"block_doh_443"`
 	// doh_blocklist: IPs or CIDRs of DNS-over-HTTPS resolvers.
 	DoHBlocklist []string `toml:"doh_blocklist"`
-	// mode: "dns" (DNS filtering; default) or "dns+nft" (plus nftables
-	// enforcement of resolved addresses).
+	// mode: "dns+nft" (default: DNS filtering plus nftables, so only
+	// listed IPs/CIDRs and addresses of allowed names are reachable) or
+	// "dns" (DNS filtering only: a sandbox may still connect to any IP
+	// address it knows).
 	Mode string `toml:"mode"`
 	// disable_ipv6: turn IPv6 off in sandboxes with a network policy;
 	// default true.
 	DisableIPv6 bool `toml:"disable_ipv6"`
+	// allow_metadata: let network policies allow link-local metadata
+	// addresses (169.254.0.0/16, fd00:ec2::254); default false: the
+	// sidecar drops them whatever the policy says.
+	AllowMetadata bool `toml:"allow_metadata"`
 }
 
 // Ingress is the [ingress] table.
@@ -331,7 +342,7 @@ const (
 	DefaultAPITimeoutSeconds = 180
 	DefaultPidsLimit         = 1024
 	DefaultVolumeSize        = "1Gi"
-	DefaultEgressMode        = "dns"
+	DefaultEgressMode        = "dns+nft"
 	DefaultIngressMode       = "direct"
 	DefaultDebugAddress      = "127.0.0.1:6060"
 	// DefaultConfigFile is the config file under the home directory.
@@ -361,6 +372,7 @@ func Defaults(home string) Config {
 			NetworkMode:        DefaultNetworkMode,
 			IsolateSandboxes:   true,
 			BridgeNetwork:      DefaultBridgeNetwork,
+			BlockMetadata:      true,
 			HostIP:             DefaultHostIP,
 			PublishedPortRange: DefaultPublishedPorts,
 			APITimeoutSeconds:  DefaultAPITimeoutSeconds,

@@ -79,8 +79,10 @@ func TestLoadNoFileAtDefaultPath(t *testing.T) {
 		{"store type", got.Store.Type, "bbolt"},
 		{"store path", got.Store.Path, filepath.Join(home, ".opensandbox", "opensandbox.db")},
 		{"volume size", got.Storage.VolumeDefaultSize, "1Gi"},
-		{"egress mode", got.Egress.Mode, "dns"},
+		{"egress mode", got.Egress.Mode, "dns+nft"},
 		{"disable ipv6", got.Egress.DisableIPv6, true},
+		{"allow metadata", got.Egress.AllowMetadata, false},
+		{"block metadata", got.Docker.BlockMetadata, true},
 		{"ingress", got.Ingress.Mode, "direct"},
 		{"path", got.Path, ""},
 	}
@@ -172,6 +174,7 @@ execd_path = "~/bin/execd"
 network_mode = "host"
 isolate_sandboxes = false
 bridge_network = "osb-net"
+block_metadata = false
 host_ip = "10.0.0.5"
 published_port_range = "40000-40999"
 api_timeout = 30
@@ -199,6 +202,7 @@ k8s_runtime_class = "gvisor"
 image = "example/egress:1"
 mode = "dns+nft"
 disable_ipv6 = false
+allow_metadata = true
 
 [ingress]
 mode = "direct"
@@ -224,7 +228,7 @@ address = "127.0.0.1:7070"
 		Storage:       Storage{AllowedHostPaths: []string{"/data", "/srv/shared"}, VolumeDefaultSize: "500Mi"},
 		Store:         Store{Type: "bbolt", Path: "/var/lib/opensandbox/store.db"},
 		SecureRuntime: SecureRuntime{Type: "gvisor", DockerRuntime: "runsc", K8sRuntimeClass: "gvisor"},
-		Egress:        Egress{Image: "example/egress:1", Mode: "dns+nft", DisableIPv6: false},
+		Egress:        Egress{Image: "example/egress:1", Mode: "dns+nft", DisableIPv6: false, AllowMetadata: true},
 		Ingress:       Ingress{Mode: "direct"},
 		Debug:         Debug{Enabled: true, Address: "127.0.0.1:7070"},
 		Path:          path,

@@ -97,6 +97,7 @@ isolate_sandboxes = true         # bridge mode: sandboxes join bridge_network, w
                                  # containers; not traffic through the host (ports on a non-loopback host_ip, the
                                  # server's proxy route). Firewall rules for docker0 do not cover its br-<id> bridge
 bridge_network = "opensandbox"   # created at start when missing; never removed
+block_metadata = true            # drop sandbox packets to link-local metadata addresses (host nftables)
 host_ip = "127.0.0.1"            # host address sandbox ports are published on
 published_port_range = "20000-32767" # host ports they are published on (below the kernel's ephemeral range)
 api_timeout = 180                # seconds the engine may take to answer a request
@@ -129,11 +130,12 @@ k8s_runtime_class = ""
 # (egress_path, default: next to opensandbox-server).
 image = ""
 # egress_path = "/usr/local/bin/egress"
-mode = "dns"                     # "dns" or "dns+nft" (also drop IPs the policy does not allow)
+mode = "dns+nft"                 # or "dns" (names only: any IP address stays reachable)
 disable_ipv6 = true
 # dns_upstream = ["10.0.0.2"]    # resolvers for allowed names; unset = the engine's
 upstream_ca_file = ""            # extra CAs the credential proxy trusts for origins
 deny_webhook = ""                # http(s) URL told of each denied name
+allow_metadata = false           # true: policies may allow link-local metadata addresses
 block_doh_443 = false            # drop 443 to doh_blocklist (all 443 when the list is empty)
 # doh_blocklist = ["1.1.1.1", "8.8.8.8"]
 

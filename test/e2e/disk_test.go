@@ -146,9 +146,9 @@ func (p *serverProc) deleteOnCleanup(t *testing.T, id string) {
 
 func dockerInspect(t *testing.T, format, id string) string {
 	t.Helper()
-	out, err := osexec.Command("docker", "inspect", "-f", format, "sandbox-"+id).CombinedOutput()
+	out, err := osexec.Command("docker", "inspect", "-f", format, sandboxContainer(t, id)).CombinedOutput()
 	if err != nil {
-		t.Fatalf("docker inspect sandbox-%s: %v\n%s", id, err, out)
+		t.Fatalf("docker inspect the container of sandbox %s: %v\n%s", id, err, out)
 	}
 	return strings.TrimSpace(string(out))
 }
@@ -157,9 +157,9 @@ func dockerInspect(t *testing.T, format, id string) string {
 // writable layer.
 func dockerInspectSize(t *testing.T, id string) string {
 	t.Helper()
-	out, err := osexec.Command("docker", "inspect", "--size", "-f", "{{.SizeRw}}", "sandbox-"+id).CombinedOutput()
+	out, err := osexec.Command("docker", "inspect", "--size", "-f", "{{.SizeRw}}", sandboxContainer(t, id)).CombinedOutput()
 	if err != nil {
-		t.Fatalf("docker inspect --size sandbox-%s: %v\n%s", id, err, out)
+		t.Fatalf("docker inspect --size the container of sandbox %s: %v\n%s", id, err, out)
 	}
 	return strings.TrimSpace(fmt.Sprint(string(out)))
 }

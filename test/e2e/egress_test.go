@@ -78,7 +78,7 @@ upstream_ca_file = %q
 		}
 	})
 	t.Run("other containers cannot reach the sidecar API", func(t *testing.T) {
-		ip := containerIP(t, "sandbox-egress-"+sb.ID(), sandboxNetwork)
+		ip := containerIP(t, sidecarContainer(t, sb.ID()), sandboxNetwork)
 		// A neighbour sandbox without a policy tries the sidecar's
 		// address on the sandbox network directly. Here the network
 		// itself drops the packet (inter-container communication is
@@ -227,10 +227,10 @@ upstream_ca_file = %q
 		}
 	})
 	t.Run("killing the sidecar ends all egress", func(t *testing.T) {
-		if out, err := exec.Command("docker", "kill", "sandbox-egress-"+sb.ID()).CombinedOutput(); err != nil {
+		if out, err := exec.Command("docker", "kill", sidecarContainer(t, sb.ID())).CombinedOutput(); err != nil {
 			t.Fatalf("docker kill: %v %s", err, out)
 		}
-		out, err := exec.Command("docker", "exec", "sandbox-"+sb.ID(), "sh", "-c",
+		out, err := exec.Command("docker", "exec", sandboxContainer(t, sb.ID()), "sh", "-c",
 			"ls /sys/class/net; curl -sS --connect-timeout 2 https://api.vault.test/bearer; echo exit=$?").CombinedOutput()
 		if err != nil {
 			t.Fatalf("docker exec: %v %s", err, out)
@@ -248,7 +248,7 @@ upstream_ca_file = %q
 		if err := sb.Kill(dctx); err != nil {
 			t.Fatalf("Kill: %v", err)
 		}
-		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "name=sandbox-egress-"+sb.ID()).Output()
+		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=opensandbox.io/egress-of="+sb.ID()).Output()
 		if strings.TrimSpace(string(out)) != "" {
 			t.Fatalf("sidecar left behind: %s", out)
 		}
@@ -269,8 +269,8 @@ mode = "dns+nft"
 	c := sdkClient(t, s, false)
 	sb := sdkCreate(t, c, sandbox.CreateOptions{NetworkPolicy: &sandbox.NetworkPolicy{DefaultAction: "deny"}})
 	neighbour := sdkCreate(t, c, sandbox.CreateOptions{})
-	ip := containerIP(t, "sandbox-egress-"+sb.ID(), "bridge")
-	containerIP(t, "sandbox-"+neighbour.ID(), "bridge") // the neighbour is on the same bridge
+	ip := containerIP(t, sidecarContainer(t, sb.ID()), "bridge")
+	containerIP(t, sandboxContainer(t, neighbour.ID()), "bridge") // the neighbour is on the same bridge
 
 	t.Run("control: the neighbour reaches the sidecar's namespace", func(t *testing.T) {
 		// Without the sandbox's execd token the answer is 401: an answer
@@ -327,6 +327,29 @@ func sandboxNetworkGateway(t *testing.T) string {
 		t.Fatalf("gateway of network %s %q is not an address", sandboxNetwork, gw)
 	}
 	return gw
+}
+
+// sandboxContainer and sidecarContainer are the engine ids of sandbox
+// id's container and of its egress sidecar, found by label (their names
+// do not carry the sandbox id).
+func sandboxContainer(t *testing.T, id string) string {
+	t.Helper()
+	return containerByLabel(t, "opensandbox.io/id="+id)
+}
+
+func sidecarContainer(t *testing.T, id string) string {
+	t.Helper()
+	return containerByLabel(t, "opensandbox.io/egress-of="+id)
+}
+
+func containerByLabel(t *testing.T, label string) string {
+	t.Helper()
+	out, err := exec.Command("docker", "ps", "-aq", "--no-trunc", "--filter", "label="+label).Output()
+	ids := strings.Fields(string(out))
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("containers labelled %s: %q, %v; want one", label, out, err)
+	}
+	return ids[0]
 }
 
 // containerIP is the address of the named container on a network.

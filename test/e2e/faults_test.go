@@ -84,29 +84,28 @@ func TestCrashDuringCreate(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		for _, id := range began() {
-			osexec.Command("docker", "rm", "-f", "-v", "sandbox-"+id, "sandbox-egress-"+id).Run()
+			for _, c := range append(containersWithLabel(t, "opensandbox.io/id="+id), containersWithLabel(t, "opensandbox.io/egress-of="+id)...) {
+				osexec.Command("docker", "rm", "-f", "-v", c).Run()
+			}
 		}
 	})
 
-	// names are the engine's container names of the given sandboxes and
-	// of their egress sidecars.
+	// names lists the engine's containers of the given sandboxes and of
+	// their egress sidecars, found by label (names do not carry ids).
 	names := func(ids []string) []string {
-		out, err := osexec.Command("docker", "ps", "-a", "--format", "{{.Names}}").Output()
-		if err != nil {
-			t.Fatalf("docker ps: %v", err)
-		}
 		var found []string
-		for _, name := range strings.Fields(string(out)) {
-			for _, id := range ids {
-				if name == "sandbox-"+id || name == "sandbox-egress-"+id {
-					found = append(found, name)
-				}
+		for _, id := range ids {
+			for _, c := range containersWithLabel(t, "opensandbox.io/id="+id) {
+				found = append(found, "sandbox "+id+" "+c)
+			}
+			for _, c := range containersWithLabel(t, "opensandbox.io/egress-of="+id) {
+				found = append(found, "sidecar "+id+" "+c)
 			}
 		}
 		return found
 	}
 	hasSidecar := func(found []string) bool {
-		return slices.ContainsFunc(found, func(n string) bool { return strings.HasPrefix(n, "sandbox-egress-") })
+		return slices.ContainsFunc(found, func(n string) bool { return strings.HasPrefix(n, "sidecar ") })
 	}
 
 	// Kill the server once all five creates are under way and the engine

@@ -76,7 +76,7 @@ func serveOn(t *testing.T, ip string) string {
 // on the sandbox's own address on network, and returns that address.
 func listenIn(t *testing.T, sb *sandbox.Sandbox, network string) string {
 	t.Helper()
-	ip := containerIP(t, "sandbox-"+sb.ID(), network)
+	ip := containerIP(t, sandboxContainer(t, sb.ID()), network)
 	if _, err := sb.Run(sdkCtx(t), "python3 -m http.server 8000 --bind 0.0.0.0", sandbox.RunOptions{Background: true}); err != nil {
 		t.Fatalf("start the listener in %s: %v", sb.ID(), err)
 	}

@@ -42,6 +42,8 @@ type Config struct {
 	// of every /policy request. /healthz is always open so that probes
 	// need no secret.
 	Token string
+	// Metrics, when set, is served at GET /metrics with the token.
+	Metrics http.Handler
 	// EnforcementMode is reported in replies; default "dns".
 	EnforcementMode string
 	// Reason, when set, returns extra context for replies, such as why
@@ -91,6 +93,9 @@ func New(cfg Config) (*API, error) {
 			h = a.auth(h)
 		}
 		mux.Handle(rt.pattern, h)
+	}
+	if cfg.Metrics != nil {
+		mux.Handle("GET /metrics", a.auth(cfg.Metrics))
 	}
 	if cfg.Vault != nil {
 		v := a.auth(cfg.Vault)

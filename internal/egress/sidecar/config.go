@@ -6,13 +6,12 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"net/url"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/egress/dnsproxy"
+	"github.com/opensandbox-go/opensandbox/internal/egress/egressenv"
 	"github.com/opensandbox-go/opensandbox/internal/egress/policy"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
@@ -90,128 +89,66 @@ type Config struct {
 	// UpstreamCAFile, when set, holds PEM certificates trusted for origins
 	// besides the system roots.
 	UpstreamCAFile string
-	Logger         *slog.Logger
+	// AllowMetadata lets the policy allow link-local metadata addresses
+	// (169.254.0.0/16, fd00:ec2::254), which are otherwise dropped
+	// whatever it says.
+	AllowMetadata bool
+	Logger        *slog.Logger
 }
 
 // FromEnv reads the configuration from environment variables through
-// getenv. Unknown values are errors naming the variable.
+// getenv (the contract of package egressenv). Unknown values are errors
+// naming the variable.
 func FromEnv(getenv func(string) string) (Config, error) {
+	e, err := egressenv.Decode(getenv)
+	errs := []error{err}
 	c := Config{
-		SandboxID:       getenv("OPENSANDBOX_EGRESS_SANDBOX_ID"),
-		Mode:            strings.TrimSpace(getenv("OPENSANDBOX_EGRESS_MODE")),
-		Token:           getenv("OPENSANDBOX_EGRESS_TOKEN"),
-		Policy:          []byte(getenv("OPENSANDBOX_EGRESS_RULES")),
-		PolicyFile:      getenv("OPENSANDBOX_EGRESS_POLICY_FILE"),
+		SandboxID:       e.SandboxID,
+		Mode:            or(e.Mode, sandbox.EgressEnforcementDNSNft),
+		Token:           e.Token,
+		Policy:          []byte(e.Rules),
+		PolicyFile:      e.PolicyFile,
 		MaxRules:        policy.DefaultMaxRules,
-		Listen:          or(getenv("OPENSANDBOX_EGRESS_LISTEN"), DefaultListen),
-		DNSAddr:         or(getenv("OPENSANDBOX_EGRESS_DNS_ADDR"), dnsproxy.DefaultAddr),
+		Listen:          or(e.Listen, DefaultListen),
+		DNSAddr:         or(e.DNSAddr, dnsproxy.DefaultAddr),
 		DNSTimeout:      dnsproxy.DefaultTimeout,
 		ResolvConf:      "/etc/resolv.conf",
 		AlwaysReload:    DefaultAlwaysReload,
 		TLSProxyAddr:    DefaultTLSProxyAddr,
 		HTTPProxyAddr:   DefaultHTTPProxyAddr,
-		CAFile:          or(getenv("OPENSANDBOX_EGRESS_CA_FILE"), DefaultCAFile),
-		UpstreamCAFile:  getenv("OPENSANDBOX_EGRESS_UPSTREAM_CA_FILE"),
-		StartMarker:     getenv("OPENSANDBOX_EGRESS_START_MARKER"),
-		CredentialProxy: false,
+		CAFile:          or(e.CAFile, DefaultCAFile),
+		UpstreamCAFile:  e.UpstreamCAFile,
+		StartMarker:     e.StartMarker,
+		DenyWebhook:     e.DenyWebhook,
+		BlockDoH:        e.BlockDoH,
+		DoHBlocklist:    e.DoHBlocklist,
+		APIAllow:        e.APIAllow,
+		CredentialProxy: e.CredentialProxy,
+		AllowMetadata:   e.AllowMetadata,
 	}
-	var errs []error
-	bad := func(name string, err error) { errs = append(errs, fmt.Errorf("%s: %w", name, err)) }
-	if c.Mode == "" {
-		c.Mode = sandbox.EgressEnforcementDNS
+	if e.MaxRules != nil {
+		c.MaxRules = *e.MaxRules
 	}
-	if c.Mode != sandbox.EgressEnforcementDNS && c.Mode != sandbox.EgressEnforcementDNSNft {
-		bad("OPENSANDBOX_EGRESS_MODE", fmt.Errorf("%q is not %q or %q", c.Mode, sandbox.EgressEnforcementDNS, sandbox.EgressEnforcementDNSNft))
-	}
-	if v := getenv("OPENSANDBOX_EGRESS_MAX_RULES"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			bad("OPENSANDBOX_EGRESS_MAX_RULES", fmt.Errorf("%q is not a count", v))
-		}
-		c.MaxRules = n
-	}
-	if v := getenv("OPENSANDBOX_EGRESS_DNS_UPSTREAM"); v != "" {
-		for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
-			if _, err := dnsproxy.ParseUpstream(f); err != nil {
-				bad("OPENSANDBOX_EGRESS_DNS_UPSTREAM", err)
-			}
-			c.DNSUpstreams = append(c.DNSUpstreams, f)
+	for _, u := range e.DNSUpstreams {
+		if _, err := dnsproxy.ParseUpstream(u); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", egressenv.VarDNSUpstream, err))
 		}
 	}
-	if v := getenv("OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT"); v != "" {
-		d, err := parseSeconds(v)
-		if err != nil {
-			bad("OPENSANDBOX_EGRESS_DNS_UPSTREAM_TIMEOUT", err)
-		}
-		c.DNSTimeout = d
+	c.DNSUpstreams = e.DNSUpstreams
+	if e.DNSUpstreamTimeout > 0 {
+		c.DNSTimeout = e.DNSUpstreamTimeout
 	}
-	dir := or(getenv("OPENSANDBOX_EGRESS_RULES_DIR"), DefaultRulesDir)
+	if e.AlwaysReload > 0 {
+		c.AlwaysReload = e.AlwaysReload
+	}
+	dir := or(e.RulesDir, DefaultRulesDir)
 	c.Always = policy.AlwaysFiles{Deny: filepath.Join(dir, "deny.always"), Allow: filepath.Join(dir, "allow.always")}
 	c.LogSkip = filepath.Join(dir, "log_skip.always")
-	if v := getenv("OPENSANDBOX_EGRESS_DENY_WEBHOOK"); v != "" {
-		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("OPENSANDBOX_EGRESS_DENY_WEBHOOK", fmt.Errorf("%q is not an http or https URL", v))
-		}
-		c.DenyWebhook = v
+	if e.TLSProxyPort != 0 {
+		c.TLSProxyAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(int(e.TLSProxyPort)))
 	}
-	if v := getenv("OPENSANDBOX_EGRESS_ALWAYS_RELOAD"); v != "" {
-		d, err := parseSeconds(v)
-		if err != nil {
-			bad("OPENSANDBOX_EGRESS_ALWAYS_RELOAD", err)
-		}
-		c.AlwaysReload = d
-	}
-	if v := getenv("OPENSANDBOX_EGRESS_BLOCK_DOH_443"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			bad("OPENSANDBOX_EGRESS_BLOCK_DOH_443", fmt.Errorf("%q is not a boolean", v))
-		}
-		c.BlockDoH = b
-	}
-	if v := getenv("OPENSANDBOX_EGRESS_DOH_BLOCKLIST"); v != "" {
-		for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
-			p, err := netip.ParsePrefix(f)
-			if err != nil {
-				a, aerr := netip.ParseAddr(f)
-				if aerr != nil {
-					bad("OPENSANDBOX_EGRESS_DOH_BLOCKLIST", fmt.Errorf("%q is not an IP or CIDR", f))
-					continue
-				}
-				p = netip.PrefixFrom(a, a.BitLen())
-			}
-			c.DoHBlocklist = append(c.DoHBlocklist, p)
-		}
-	}
-	if v := getenv("OPENSANDBOX_EGRESS_API_ALLOW"); v != "" {
-		for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
-			a, err := netip.ParseAddr(f)
-			if err != nil {
-				bad("OPENSANDBOX_EGRESS_API_ALLOW", fmt.Errorf("%q is not an IP address", f))
-				continue
-			}
-			c.APIAllow = append(c.APIAllow, a)
-		}
-	}
-	if v := getenv("OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			bad("OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT", fmt.Errorf("%q is not a boolean", v))
-		}
-		c.CredentialProxy = b
-	}
-	if v := getenv("OPENSANDBOX_EGRESS_MITMPROXY_PORT"); v != "" {
-		p, err := strconv.ParseUint(v, 10, 16)
-		if err != nil || p == 0 {
-			bad("OPENSANDBOX_EGRESS_MITMPROXY_PORT", fmt.Errorf("%q is not a port", v))
-		}
-		c.TLSProxyAddr = net.JoinHostPort("127.0.0.1", v)
-	}
-	if v := getenv("OPENSANDBOX_EGRESS_HTTP_PROXY_PORT"); v != "" {
-		p, err := strconv.ParseUint(v, 10, 16)
-		if err != nil || p == 0 {
-			bad("OPENSANDBOX_EGRESS_HTTP_PROXY_PORT", fmt.Errorf("%q is not a port", v))
-		}
-		c.HTTPProxyAddr = net.JoinHostPort("127.0.0.1", v)
+	if e.HTTPProxyPort != 0 {
+		c.HTTPProxyAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(int(e.HTTPProxyPort)))
 	}
 	return c, errors.Join(errs...)
 }
@@ -221,16 +158,4 @@ func or(v, def string) string {
 		return def
 	}
 	return v
-}
-
-// parseSeconds accepts a Go duration ("5s") or a number of seconds ("5").
-func parseSeconds(v string) (time.Duration, error) {
-	if n, err := strconv.ParseFloat(v, 64); err == nil && n > 0 {
-		return time.Duration(n * float64(time.Second)), nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%q is not a positive duration", v)
-	}
-	return d, nil
 }

@@ -14,9 +14,11 @@ import (
 // store calls save under its write lock, so save only hands over the
 // newest policy and run does the I/O.
 type persister struct {
-	path string
-	log  *slog.Logger
-	next chan *policy.Policy
+	path    string
+	log     *slog.Logger
+	next    chan *policy.Policy
+	onError func()         // counts failed writes; may be nil
+	last    *policy.Policy // the last policy written; owned by run, then finish
 }
 
 func newPersister(path string, log *slog.Logger) *persister {
@@ -37,17 +39,47 @@ func (w *persister) save(p *policy.Policy) {
 	}
 }
 
+// run writes each policy save hands over until ctx ends, and then the
+// one still pending, if any: a policy accepted just before the end is
+// not lost to a stop that came first.
 func (w *persister) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			select {
+			case p := <-w.next:
+				w.write(p)
+			default:
+			}
 			return
 		case p := <-w.next:
-			if err := writeFileAtomic(w.path, p); err != nil {
-				w.log.Warn("persist egress policy", "path", w.path, "err", err)
-			}
+			w.write(p)
 		}
 	}
+}
+
+// finish writes current unless it is what was written last, once run
+// has returned and nothing saves any more (the sidecar's last act).
+func (w *persister) finish(current *policy.Policy) {
+	select {
+	case p := <-w.next:
+		w.write(p)
+	default:
+	}
+	if current != w.last {
+		w.write(current)
+	}
+}
+
+func (w *persister) write(p *policy.Policy) {
+	if err := writeFileAtomic(w.path, p); err != nil {
+		w.log.Warn("persist egress policy", "path", w.path, "err", err)
+		if w.onError != nil {
+			w.onError()
+		}
+		return
+	}
+	w.last = p
 }
 
 func writeFileAtomic(path string, p *policy.Policy) error {

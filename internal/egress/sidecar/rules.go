@@ -16,11 +16,21 @@ import (
 // the ranges of earlier rules with the other action, which makes the two
 // sets disjoint and the firewall agree with the policy address by address.
 //
-// In dns mode only the DNS redirect and the DoT block are programmed: IP
-// rules are not enforced and unmatched traffic is accepted.
+// In dns mode only the DNS redirect, the DoT block and the metadata drop
+// are programmed: IP rules are not enforced and unmatched traffic is
+// accepted.
+//
+// Unless allowMetadata is set, the metadata ranges are dropped before any
+// rule of the policy, always-allow files included: they are cut out of
+// every allow range, as an earlier deny rule would be.
 func firewallRules(p *policy.Policy, o fwOptions) nft.Rules {
 	r := nft.Rules{DNSProxyPort: o.dnsPort, TLSProxyPort: o.tlsPort, HTTPProxyPort: o.httpPort, BlockDoH: o.blockDoH, DoHBlockCIDRs: o.dohList,
 		APIPort: o.apiPort, APIAllowFrom: o.apiAllow}
+	var earlierAllow, earlierDeny []netip.Prefix
+	if !o.allowMetadata {
+		r.DenyCIDRs = append(r.DenyCIDRs, MetadataPrefixes...)
+		earlierDeny = append(earlierDeny, MetadataPrefixes...)
+	}
 	if o.mode != sandbox.EgressEnforcementDNSNft {
 		return r
 	}
@@ -31,7 +41,6 @@ func firewallRules(p *policy.Policy, o fwOptions) nft.Rules {
 		ordered = append(ordered, a.Allow()...)
 	}
 	ordered = append(ordered, p.Rules()...)
-	var earlierAllow, earlierDeny []netip.Prefix
 	for _, rule := range ordered {
 		if rule.Kind != policy.KindIP && rule.Kind != policy.KindCIDR {
 			continue
@@ -47,6 +56,10 @@ func firewallRules(p *policy.Policy, o fwOptions) nft.Rules {
 	return r
 }
 
+// MetadataPrefixes are the link-local metadata ranges the sidecar drops
+// unless the configuration lets the policy decide.
+var MetadataPrefixes = nft.MetadataPrefixes
+
 // fwOptions are the parts of the firewall that do not come from the policy.
 type fwOptions struct {
 	mode             string
@@ -56,6 +69,7 @@ type fwOptions struct {
 	dohList          []netip.Prefix
 	apiPort          uint16
 	apiAllow         []netip.Addr
+	allowMetadata    bool // the policy may allow MetadataPrefixes
 }
 
 // subtract returns the parts of p not covered by any of qs, as prefixes.

@@ -48,7 +48,10 @@ func TestFirewallRulesFirstMatch(t *testing.T) {
 		}
 	}
 	doh := []netip.Prefix{netip.MustParsePrefix("1.1.1.1/32")}
-	if d := firewallRules(p, fwOptions{mode: sandbox.EgressEnforcementDNS, dnsPort: 15353, tlsPort: 18081, blockDoH: true, dohList: doh}); d.DefaultDeny || len(d.AllowCIDRs)+len(d.DenyCIDRs) != 0 || d.TLSProxyPort != 18081 || !d.BlockDoH || len(d.DoHBlockCIDRs) != 1 {
+	if d := firewallRules(p, fwOptions{mode: sandbox.EgressEnforcementDNS, allowMetadata: true}); len(d.AllowCIDRs)+len(d.DenyCIDRs) != 0 {
+		t.Fatalf("dns mode rules with allowMetadata = %+v; want no address sets", d)
+	}
+	if d := firewallRules(p, fwOptions{mode: sandbox.EgressEnforcementDNS, dnsPort: 15353, tlsPort: 18081, blockDoH: true, dohList: doh}); d.DefaultDeny || len(d.AllowCIDRs) != 0 || !slices.Equal(d.DenyCIDRs, MetadataPrefixes) || d.TLSProxyPort != 18081 || !d.BlockDoH || len(d.DoHBlockCIDRs) != 1 {
 		t.Fatalf("dns mode rules = %+v; want only redirects", d)
 	}
 }
@@ -68,4 +71,38 @@ func fwDecide(r nft.Rules, ip netip.Addr) policy.Action {
 		return policy.Deny
 	}
 	return policy.Allow
+}
+
+// TestFirewallRulesMetadata: the link-local metadata ranges are dropped
+// in both modes, whatever the policy allows (an IP rule, a wider CIDR, an
+// allow-all default), unless allowMetadata says the policy decides.
+func TestFirewallRulesMetadata(t *testing.T) {
+	p, err := policy.Parse([]byte(`{"defaultAction":"allow","egress":[
+		{"action":"allow","target":"169.254.169.254"},
+		{"action":"allow","target":"169.254.0.0/16"},
+		{"action":"allow","target":"0.0.0.0/0"},
+		{"action":"allow","target":"fd00:ec2::254"}]}`), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	metadata := []string{"169.254.169.254", "169.254.170.2", "169.254.0.1", "fd00:ec2::254"}
+	for _, mode := range []string{sandbox.EgressEnforcementDNS, sandbox.EgressEnforcementDNSNft} {
+		r := firewallRules(p, fwOptions{mode: mode, dnsPort: 15353})
+		for _, s := range metadata {
+			if got := fwDecide(r, netip.MustParseAddr(s)); got != policy.Deny {
+				t.Errorf("%s: %s is %s; want it dropped", mode, s, got)
+			}
+		}
+		for _, s := range []string{"169.253.255.255", "169.255.0.0", "10.0.0.1", "fd00:ec2::253"} {
+			if got := fwDecide(r, netip.MustParseAddr(s)); got != policy.Allow {
+				t.Errorf("%s: %s is %s; want it allowed", mode, s, got)
+			}
+		}
+	}
+	r := firewallRules(p, fwOptions{mode: sandbox.EgressEnforcementDNSNft, dnsPort: 15353, allowMetadata: true})
+	for _, s := range metadata {
+		if got := fwDecide(r, netip.MustParseAddr(s)); got != policy.Allow {
+			t.Errorf("allowMetadata: %s is %s; want the policy's allow", s, got)
+		}
+	}
 }

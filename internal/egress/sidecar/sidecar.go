@@ -8,332 +8,21 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/vishvananda/netns"
-
-	"github.com/opensandbox-go/opensandbox/internal/egress/api"
 	"github.com/opensandbox-go/opensandbox/internal/egress/dnsproxy"
 	"github.com/opensandbox-go/opensandbox/internal/egress/hostname"
 	"github.com/opensandbox-go/opensandbox/internal/egress/nft"
 	"github.com/opensandbox-go/opensandbox/internal/egress/policy"
 	"github.com/opensandbox-go/opensandbox/internal/egress/sockmark"
-	"github.com/opensandbox-go/opensandbox/internal/egress/tlsproxy"
 	"github.com/opensandbox-go/opensandbox/internal/egress/vault"
-	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
-
-// Run starts every part of the sidecar and serves until ctx ends. It
-// returns an error when a part cannot start or fails while serving. The
-// firewall rules stay in place when Run returns.
-func Run(ctx context.Context, cfg Config) error {
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
-	if cfg.StartMarker != "" {
-		if err := claimFirstStart(cfg.StartMarker); err != nil {
-			return err
-		}
-	}
-
-	opts := policy.Options{MaxRules: cfg.MaxRules}
-	initial, source, err := initialPolicy(cfg, opts)
-	if err != nil {
-		return err
-	}
-	store, err := policy.NewStore(initial, cfg.Always)
-	if err != nil {
-		return fmt.Errorf("egress: load always-rule files: %w", err)
-	}
-	upstreams := cfg.DNSUpstreams
-	if len(upstreams) == 0 {
-		if upstreams, err = resolvConfNameservers(cfg.ResolvConf); err != nil {
-			return err
-		}
-	}
-	dnsPort, err := portOf(cfg.DNSAddr)
-	if err != nil {
-		return fmt.Errorf("egress: DNS address: %w", err)
-	}
-
-	// The TLS proxy's listener is bound before the firewall names its port.
-	var (
-		tlsLn, httpLn     net.Listener
-		tlsPort, httpPort uint16
-		ca                *tlsproxy.CA
-	)
-	if cfg.CredentialProxy {
-		if tlsLn, err = net.Listen("tcp", cfg.TLSProxyAddr); err != nil {
-			return fmt.Errorf("egress: credential proxy listener: %w", err)
-		}
-		defer tlsLn.Close()
-		tlsPort = uint16(tlsLn.Addr().(*net.TCPAddr).Port)
-		if httpLn, err = net.Listen("tcp", cfg.HTTPProxyAddr); err != nil {
-			return fmt.Errorf("egress: plain-HTTP credential proxy listener: %w", err)
-		}
-		defer httpLn.Close()
-		httpPort = uint16(httpLn.Addr().(*net.TCPAddr).Port)
-		if ca, err = tlsproxy.NewCA(cfg.SandboxID); err != nil {
-			return fmt.Errorf("egress: credential proxy CA: %w", err)
-		}
-		if err := ca.WriteCertFile(cfg.CAFile); err != nil {
-			return fmt.Errorf("egress: export CA certificate: %w", err)
-		}
-	}
-
-	fw, err := nft.New(netns.None())
-	if err != nil {
-		return fmt.Errorf("egress: firewall (the sidecar needs CAP_NET_ADMIN): %w", err)
-	}
-	// Before any rule: from here on the sandbox's egress lives and dies
-	// with this process.
-	if err := fw.TieToProcess(); err != nil {
-		return fmt.Errorf("egress: tie egress to the sidecar process: %w", err)
-	}
-	apiPort, err := portOf(cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("egress: API address: %w", err)
-	}
-	apiAllow := cfg.APIAllow
-	if apiAllow == nil {
-		if apiAllow, err = defaultGateways("/proc/net/route"); err != nil {
-			log.Warn("cannot read the default route; the API is reachable over loopback only", "err", err)
-		}
-	}
-	// The resolvers are not allow-listed: only the DNS proxy talks to them,
-	// with the bypass mark. The sandbox's own port-53 traffic is redirected
-	// to the proxy whatever address it names.
-	// fwMu orders DNS-learned additions with table rebuilds, so an address
-	// handed to a client is never lost to a rebuild that missed it.
-	var fwMu sync.Mutex
-	learnt := newLearned()
-	apply := func(ctx context.Context, p *policy.Policy) error {
-		fwMu.Lock()
-		defer fwMu.Unlock()
-		rules := firewallRules(p, fwOptions{mode: cfg.Mode, dnsPort: dnsPort, tlsPort: tlsPort, httpPort: httpPort,
-			blockDoH: cfg.BlockDoH, dohList: cfg.DoHBlocklist, apiPort: apiPort, apiAllow: apiAllow})
-		if cfg.Mode == sandbox.EgressEnforcementDNSNft {
-			rules.Dynamic = learnt.keep(p)
-		}
-		return fw.Apply(ctx, rules)
-	}
-	if err := apply(ctx, store.Current()); err != nil {
-		return fmt.Errorf("egress: program firewall: %w", err)
-	}
-	log.Info("egress firewall programmed", "mode", cfg.Mode, "policy", source, "policyMode", store.Current().Mode(), "credentialProxy", cfg.CredentialProxy)
-
-	if cfg.PolicyFile != "" {
-		persist := newPersister(cfg.PolicyFile, log)
-		defer store.Subscribe(persist.save)()
-		go persist.run(ctx)
-		persist.save(store.Current())
-	}
-
-	// The webhook is the sidecar's own traffic: its connections and its
-	// name lookups (straight to the upstream resolver) carry the bypass
-	// mark, so the sandbox's policy and the DNS redirect do not apply.
-	ownResolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		d := net.Dialer{Timeout: cfg.DNSTimeout, Control: sockmark.Control(nft.BypassMark)}
-		addr, err := dnsproxy.ParseUpstream(upstreams[0])
-		if err != nil {
-			return nil, err
-		}
-		return d.DialContext(ctx, network, addr)
-	}}
-	deny := newDenyReporter(cfg.SandboxID, cfg.DenyWebhook, &http.Client{Transport: &http.Transport{
-		Proxy: nil,
-		DialContext: (&net.Dialer{Timeout: webhookTimeout, Control: sockmark.Control(nft.BypassMark),
-			Resolver: ownResolver}).DialContext,
-	}}, log.With("component", "deny"))
-	if err := deny.loadSkip(cfg.LogSkip); err != nil {
-		log.Warn("cannot read the log_skip.always file; every denial is reported", "err", err)
-	}
-	if cfg.DenyWebhook != "" {
-		go deny.run(ctx)
-	}
-
-	var onAllowed dnsproxy.AllowedFunc
-	if cfg.Mode == sandbox.EgressEnforcementDNSNft {
-		onAllowed = func(ctx context.Context, name string, ips []netip.Addr, ttl time.Duration) error {
-			fwMu.Lock()
-			defer fwMu.Unlock()
-			learnt.add(name, ips, nft.DynamicTimeout(ttl))
-			return fw.AllowDynamic(ctx, ips, ttl)
-		}
-	}
-	dnsCfg := dnsproxy.Config{
-		Addr:      cfg.DNSAddr,
-		Upstreams: upstreams,
-		Timeout:   cfg.DNSTimeout,
-		Mark:      nft.BypassMark,
-		Decider:   dnsproxy.DeciderFunc(func(h string) bool { return store.Current().Decide(h) == policy.Allow }),
-		OnAllowed: onAllowed,
-		OnDenied:  deny.denied,
-		Logger:    log.With("component", "dns"),
-	}
-	dns, err := dnsproxy.New(dnsCfg)
-	if err != nil {
-		return fmt.Errorf("egress: DNS proxy: %w", err)
-	}
-	// IPv6 packets are redirected to ::1: listen there too when the
-	// namespace has IPv6 (else they would meet a closed port: closed, but
-	// broken).
-	ipv6 := ipv6Loopback()
-	var dns6 *dnsproxy.Proxy
-	if ipv6 && isIPv4Loopback(cfg.DNSAddr) {
-		dnsCfg.Addr = net.JoinHostPort("::1", strconv.Itoa(int(dnsPort)))
-		if dns6, err = dnsproxy.New(dnsCfg); err != nil {
-			return fmt.Errorf("egress: DNS proxy (IPv6): %w", err)
-		}
-	}
-
-	errc := make(chan error, 8)
-	running := 0
-	start := func(name string, fn func() error) {
-		running++
-		go func() {
-			err := fn()
-			if err == nil && ctx.Err() == nil {
-				err = errors.New("stopped unexpectedly")
-			}
-			if err != nil {
-				err = fmt.Errorf("egress: %s: %w", name, err)
-			}
-			errc <- err
-		}()
-	}
-	start("DNS proxy", func() error { return dns.Start(ctx) })
-	if dns6 != nil {
-		start("DNS proxy (IPv6)", func() error { return dns6.Start(ctx) })
-	}
-
-	vstore := vault.NewStore()
-	var proxyReady atomic.Bool
-	if cfg.CredentialProxy {
-		roots, err := readCerts(cfg.UpstreamCAFile)
-		if err != nil {
-			return err
-		}
-		dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: sockmark.Control(nft.BypassMark)}
-		proxy, err := tlsproxy.New(tlsproxy.Config{
-			CA:          ca,
-			Injector:    vstore,
-			OriginalDst: originalDst(log),
-			ExtraRoots:  roots,
-			Dial:        dialer.DialContext,
-			Resolve:     boundResolver(store, upstreamResolvers(upstreams, cfg.DNSTimeout)),
-			Logger:      log.With("component", "credential-proxy"),
-		})
-		if err != nil {
-			return fmt.Errorf("egress: credential proxy: %w", err)
-		}
-		start("credential proxy", func() error { return proxy.Serve(ctx, tlsLn) })
-		if ipv6 && isIPv4Loopback(cfg.TLSProxyAddr) {
-			ln6, err := net.Listen("tcp", net.JoinHostPort("::1", strconv.Itoa(int(tlsPort))))
-			if err != nil {
-				return fmt.Errorf("egress: credential proxy listener (IPv6): %w", err)
-			}
-			start("credential proxy (IPv6)", func() error { return proxy.Serve(ctx, ln6) })
-		}
-		start("plain-HTTP credential proxy", func() error { return proxy.ServePlain(ctx, httpLn) })
-		if ipv6 && isIPv4Loopback(cfg.HTTPProxyAddr) {
-			ln6, err := net.Listen("tcp", net.JoinHostPort("::1", strconv.Itoa(int(httpPort))))
-			if err != nil {
-				return fmt.Errorf("egress: plain-HTTP credential proxy listener (IPv6): %w", err)
-			}
-			start("plain-HTTP credential proxy (IPv6)", func() error { return proxy.ServePlain(ctx, ln6) })
-		}
-		proxyReady.Store(true)
-	}
-
-	vh := vault.Handler(vault.HandlerConfig{
-		Store:         vstore,
-		Ready:         proxyReady.Load,
-		CheckBindings: func(bs []vault.CredentialBinding) error { return checkBindings(store.Current(), bs) },
-		// The host reaches the API over the bridge (the published port):
-		// host-local, like loopback, and the only other source api_guard
-		// lets in.
-		TrustedPeer: func(a netip.Addr) bool { return slices.Contains(apiAllow, a) },
-		Logger:      log.With("component", "vault"),
-	})
-	a, err := api.New(api.Config{
-		Store:           store,
-		Options:         opts,
-		Token:           cfg.Token,
-		EnforcementMode: cfg.Mode,
-		Reason: func() string {
-			if cfg.Mode == sandbox.EgressEnforcementDNS && hasAddressRules(store.Current()) {
-				return "enforcement mode dns filters names only: the IP and CIDR rules are not enforced (use dns+nft)"
-			}
-			return ""
-		},
-		Apply: apply,
-		Vault: vh,
-		Ready: func(ctx context.Context) error {
-			for _, p := range []*dnsproxy.Proxy{dns, dns6} {
-				if p == nil {
-					continue
-				}
-				select {
-				case <-p.Ready():
-				default:
-					return errors.New("DNS proxy not ready")
-				}
-			}
-			return nil
-		},
-		Logger: log.With("component", "api"),
-	})
-	if err != nil {
-		return fmt.Errorf("egress: api: %w", err)
-	}
-	apiLn, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("egress: api listener: %w", err)
-	}
-	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
-	start("api", func() error {
-		err := srv.Serve(apiLn)
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
-		return err
-	})
-	if cfg.AlwaysReload > 0 {
-		go reloadAlways(ctx, store, apply, cfg.AlwaysReload, log, func() error { return deny.loadSkip(cfg.LogSkip) })
-	}
-	log.Info("egress sidecar serving", "api", apiLn.Addr().String(), "dns", cfg.DNSAddr, "upstreams", upstreams)
-
-	var first error
-	select {
-	case <-ctx.Done():
-	case first = <-errc:
-		running--
-	}
-	cancel()
-	shut, done := context.WithTimeout(context.Background(), 5*time.Second)
-	defer done()
-	_ = srv.Shutdown(shut)
-	for ; running > 0; running-- {
-		if err := <-errc; first == nil {
-			first = err
-		}
-	}
-	return first
-}
 
 // initialPolicy prefers a valid persisted policy file over the configured
 // policy, so a restarted sidecar keeps the changes made through the API.
@@ -426,7 +115,10 @@ func lookup(ctx context.Context, rs []*net.Resolver, host string) ([]netip.Addr,
 // sandbox's network namespace, so a connection there would deliver the
 // credential to a listener inside the sandbox. Lookups go to the upstream
 // resolvers with the bypass mark, never through the sandbox's DNS.
-func boundResolver(store *policy.Store, rs []*net.Resolver) func(context.Context, string) ([]netip.Addr, error) {
+//
+// Metadata addresses (MetadataPrefixes) are dropped unless allowMetadata,
+// as the firewall drops them.
+func boundResolver(store *policy.Store, rs []*net.Resolver, allowMetadata bool) func(context.Context, string) ([]netip.Addr, error) {
 	return func(ctx context.Context, host string) ([]netip.Addr, error) {
 		p := store.Current()
 		if p.Decide(host) != policy.Allow {
@@ -450,6 +142,12 @@ func boundResolver(store *policy.Store, rs []*net.Resolver) func(context.Context
 			a = a.Unmap().WithZone("")
 			if a.IsLoopback() || a.IsUnspecified() || local[a] {
 				refused = "local (inside the sandbox's network namespace)"
+				continue
+			}
+			if !allowMetadata && slices.ContainsFunc(MetadataPrefixes, func(m netip.Prefix) bool { return m.Contains(a) }) {
+				if refused == "" {
+					refused = "a link-local metadata address"
+				}
 				continue
 			}
 			if act, ruled := p.DecideIP(a); ruled && act == policy.Deny {

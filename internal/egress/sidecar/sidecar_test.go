@@ -63,7 +63,7 @@ func TestBoundResolverPolicy(t *testing.T) {
 		t.Error("a lookup was made")
 		return nil, errors.New("no lookups in this test")
 	}}
-	resolve := boundResolver(store, []*net.Resolver{noLookup})
+	resolve := boundResolver(store, []*net.Resolver{noLookup}, false)
 	if got, err := resolve(context.Background(), "192.0.2.7"); err != nil || len(got) != 1 || got[0] != netip.MustParseAddr("192.0.2.7") {
 		t.Errorf("allowed IP: %v, %v; want itself", got, err)
 	}
@@ -88,7 +88,7 @@ func TestBoundResolverRefusesLocalAddresses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resolve := boundResolver(store, nil)
+	resolve := boundResolver(store, nil, false)
 	local := []string{"127.0.0.1", "127.9.9.9", "::1", "0.0.0.0", "::", "::ffff:127.0.0.1"}
 	ifaddrs, err := net.InterfaceAddrs()
 	if err != nil {
@@ -227,7 +227,7 @@ func TestBoundResolverLookup(t *testing.T) {
 	down := &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
 		return nil, errors.New("upstream down")
 	}}
-	resolve := boundResolver(store, []*net.Resolver{down, upstreamResolvers([]string{pc.LocalAddr().String()}, time.Second)[0]})
+	resolve := boundResolver(store, []*net.Resolver{down, upstreamResolvers([]string{pc.LocalAddr().String()}, time.Second)[0]}, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	got, err := resolve(ctx, "bound.test")
@@ -237,5 +237,27 @@ func TestBoundResolverLookup(t *testing.T) {
 	var de *net.DNSError
 	if _, err := resolve(ctx, "missing.test"); !errors.As(err, &de) || !de.IsNotFound {
 		t.Errorf("missing.test: %v; want not found", err)
+	}
+}
+
+// TestBoundResolverMetadata: a bound name's metadata addresses are never
+// dialled by the plain-HTTP proxy (its connections bypass the firewall),
+// even when the policy allows them, unless allowMetadata is set.
+func TestBoundResolverMetadata(t *testing.T) {
+	p, err := policy.Parse([]byte(`{"defaultAction":"allow","egress":[{"action":"allow","target":"169.254.169.254"}]}`), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := policy.NewStore(p, policy.AlwaysFiles{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"169.254.169.254", "fd00:ec2::254"} {
+		if got, err := boundResolver(store, nil, false)(context.Background(), host); err == nil || !strings.Contains(err.Error(), "metadata") {
+			t.Errorf("%s: %v, %v; want refused as a metadata address", host, got, err)
+		}
+		if got, err := boundResolver(store, nil, true)(context.Background(), host); err != nil || len(got) != 1 {
+			t.Errorf("allowMetadata, %s: %v, %v; want itself", host, got, err)
+		}
 	}
 }

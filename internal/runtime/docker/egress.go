@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/go-connections/nat"
 
+	"github.com/opensandbox-go/opensandbox/internal/egress/egressenv"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
@@ -48,7 +50,9 @@ const (
 
 var egressPortKey = nat.Port(strconv.Itoa(sandbox.EgressPort) + "/tcp")
 
-func sidecarName(id string) string { return "sandbox-egress-" + id }
+// sidecarName is the engine name of sandbox id's sidecar; like
+// containerName it does not carry the id.
+func sidecarName(id string) string { return "sandbox-egress-" + nameHash(id) }
 
 // egressImage returns the sidecar image: Options.EgressImage, or one made
 // from Options.EgressPath (the static egress binary and the host's CA
@@ -168,26 +172,9 @@ func (r *Runtime) startSidecar(ctx context.Context, spec runtime.Spec) (string, 
 		return "", nil, err
 	}
 	eg := spec.Egress
-	env := []string{
-		"OPENSANDBOX_EGRESS_RULES=" + string(eg.Policy),
-		"OPENSANDBOX_EGRESS_MODE=" + r.opts.EgressMode,
-		"OPENSANDBOX_EGRESS_TOKEN=" + eg.Token,
-		"OPENSANDBOX_EGRESS_SANDBOX_ID=" + spec.ID,
-		"OPENSANDBOX_EGRESS_MITMPROXY_TRANSPARENT=" + strconv.FormatBool(eg.CredentialProxy),
-		"OPENSANDBOX_EGRESS_CA_FILE=" + egressCAInSidecar,
-		// A `docker restart` gives the sidecar a new network namespace
-		// and leaves the sandbox in the old one: the sidecar then exits
-		// at once, so List and Get both see it down.
-		"OPENSANDBOX_EGRESS_START_MARKER=" + egressStartMarker,
-	}
-	if r.opts.EgressBlockDoH {
-		env = append(env, "OPENSANDBOX_EGRESS_BLOCK_DOH_443=true", "OPENSANDBOX_EGRESS_DOH_BLOCKLIST="+strings.Join(r.opts.EgressDoHBlocklist, ","))
-	}
-	if r.opts.EgressDenyWebhook != "" {
-		env = append(env, "OPENSANDBOX_EGRESS_DENY_WEBHOOK="+r.opts.EgressDenyWebhook)
-	}
-	if len(r.opts.EgressDNSUpstreams) > 0 {
-		env = append(env, "OPENSANDBOX_EGRESS_DNS_UPSTREAM="+strings.Join(r.opts.EgressDNSUpstreams, ","))
+	env, err := r.sidecarEnv(spec)
+	if err != nil {
+		return "", nil, err
 	}
 	labels := map[string]string{labelEgressOf: spec.ID}
 	for k, v := range r.opts.Labels {
@@ -222,7 +209,6 @@ func (r *Runtime) startSidecar(ctx context.Context, spec runtime.Spec) (string, 
 	}
 	if r.opts.EgressUpstreamCAFile != "" {
 		hc.Mounts = []mount.Mount{{Type: mount.TypeBind, Source: r.opts.EgressUpstreamCAFile, Target: egressUpstreamCA, ReadOnly: true}}
-		cfg.Env = append(cfg.Env, "OPENSANDBOX_EGRESS_UPSTREAM_CA_FILE="+egressUpstreamCA)
 	}
 	nw, err := r.checkNetwork(ctx)
 	if err != nil {
@@ -250,6 +236,52 @@ func (r *Runtime) startSidecar(ctx context.Context, spec runtime.Spec) (string, 
 		return created.ID, nil, fmt.Errorf("docker: sandbox %s: read the egress CA: %w", spec.ID, err)
 	}
 	return created.ID, ca, nil
+}
+
+// sidecarEnv is the sidecar's environment for spec (the contract of
+// package egressenv).
+func (r *Runtime) sidecarEnv(spec runtime.Spec) ([]string, error) {
+	e := egressenv.Env{
+		SandboxID:       spec.ID,
+		Mode:            r.opts.EgressMode,
+		Token:           spec.Egress.Token,
+		Rules:           string(spec.Egress.Policy),
+		CredentialProxy: spec.Egress.CredentialProxy,
+		CAFile:          egressCAInSidecar,
+		// A `docker restart` gives the sidecar a new network namespace
+		// and leaves the sandbox in the old one: the sidecar then exits
+		// at once, so List and Get both see it down.
+		StartMarker:   egressStartMarker,
+		DenyWebhook:   r.opts.EgressDenyWebhook,
+		DNSUpstreams:  r.opts.EgressDNSUpstreams,
+		AllowMetadata: r.opts.EgressAllowMetadata,
+	}
+	if r.opts.EgressBlockDoH {
+		e.BlockDoH = true
+		for _, s := range r.opts.EgressDoHBlocklist {
+			p, err := parsePrefixOrAddr(s)
+			if err != nil {
+				return nil, fmt.Errorf("docker: egress DoH blocklist: %w: %w", err, runtime.ErrInvalid)
+			}
+			e.DoHBlocklist = append(e.DoHBlocklist, p)
+		}
+	}
+	if r.opts.EgressUpstreamCAFile != "" {
+		e.UpstreamCAFile = egressUpstreamCA
+	}
+	return e.Encode(), nil
+}
+
+// parsePrefixOrAddr reads a CIDR, or an IP as its one-address prefix.
+func parsePrefixOrAddr(s string) (netip.Prefix, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not an IP or CIDR", s)
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 // waitSidecar polls the sidecar's /healthz on its published port until it

@@ -1,6 +1,8 @@
 package docker
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"sort"
 	"strings"
@@ -45,8 +47,19 @@ const (
 	labelSnapshotOf = "io.opensandbox.snapshot-of"
 )
 
-// containerName is the engine name of sandbox id.
-func containerName(id string) string { return "sandbox-" + id }
+// containerName is the engine name of sandbox id. It does not carry the
+// id: the engine's embedded DNS answers a reverse lookup of a container's
+// address with its name, so any neighbour on the network would learn the
+// id, which is what the server's proxy route needs. A hash of the id
+// names the container instead; the driver finds containers by this name
+// or by their labels.
+func containerName(id string) string { return "sandbox-" + nameHash(id) }
+
+// nameHash is the part of engine names that stands for sandbox id.
+func nameHash(id string) string {
+	sum := sha256.Sum256([]byte("opensandbox.io/container-name\x00" + id))
+	return hex.EncodeToString(sum[:12])
+}
 
 // snapshotRef is the image a snapshot is stored as.
 func snapshotRef(snapshotID string) string { return "opensandbox-snapshots:" + snapshotID }

@@ -53,8 +53,16 @@ func (r *Runtime) setupNetwork(ctx context.Context) error {
 	o := &r.opts
 	name := o.NetworkMode
 	switch {
-	case name == networkHost, name == networkBridge && !*o.IsolateSandboxes:
+	case name == networkHost:
 		r.network = name
+		return nil
+	case name == networkBridge && !*o.IsolateSandboxes:
+		r.network = name
+		nw, err := r.cli.NetworkInspect(ctx, networkBridge, network.InspectOptions{})
+		if err != nil {
+			return engineErr(err, "docker: inspect the default bridge network")
+		}
+		r.guardMetadata(ctx, nw)
 		return nil
 	case name == networkBridge:
 		name = o.BridgeNetwork
@@ -70,6 +78,7 @@ func (r *Runtime) setupNetwork(ctx context.Context) error {
 	r.networkID = nw.ID
 	r.netMu.Unlock()
 	r.log.InfoContext(ctx, "sandbox network ready", "network", nw.Name, "id", shortID(nw.ID), "icc", iccOn(nw))
+	r.guardMetadata(ctx, nw)
 	if len(o.EgressDNSUpstreams) == 0 && (o.EgressPath != "" || o.EgressImage != "") {
 		o.EgressDNSUpstreams = r.sidecarResolvers(ctx, nw.Name)
 	}
@@ -112,6 +121,7 @@ func (r *Runtime) checkNetwork(ctx context.Context) (string, error) {
 	if nw.ID != r.networkID {
 		r.log.WarnContext(ctx, "the sandbox network was removed or replaced since it was last checked; the new one passed the checks",
 			"network", nw.Name, "previous", shortID(r.networkID), "id", shortID(nw.ID), "icc", iccOn(nw))
+		r.guardMetadata(ctx, nw)
 		r.networkID = nw.ID
 	}
 	return nw.ID, nil

@@ -86,8 +86,8 @@ type Options struct {
 	// EgressPath is the host path of the static egress binary; with
 	// neither it nor EgressImage, network policies are not supported.
 	EgressPath string
-	// EgressMode is the sidecar's enforcement mode: "dns" (default) or
-	// "dns+nft".
+	// EgressMode is the sidecar's enforcement mode: "dns+nft" (default)
+	// or "dns" (names only).
 	EgressMode string
 	// EgressDisableIPv6 turns IPv6 off in sandboxes with a sidecar.
 	EgressDisableIPv6 bool
@@ -104,6 +104,13 @@ type Options struct {
 	// (port-443 blocking of DNS-over-HTTPS resolvers).
 	EgressBlockDoH     bool
 	EgressDoHBlocklist []string
+	// EgressAllowMetadata lets network policies allow link-local
+	// metadata addresses, which sidecars otherwise always drop.
+	EgressAllowMetadata bool
+	// AllowMetadata leaves out the host's nftables table that drops
+	// packets from the sandbox bridge to link-local metadata addresses
+	// (see metadataGuard).
+	AllowMetadata bool
 	// ExecdCopy copies execd into each container through the API (for a
 	// remote engine) instead of bind-mounting ExecdPath read-only.
 	ExecdCopy bool
@@ -324,7 +331,7 @@ func (o *Options) setDefaults() error {
 		o.PidsLimit = defaultPidsLimit
 	}
 	if o.EgressMode == "" {
-		o.EgressMode = sandbox.EgressEnforcementDNS
+		o.EgressMode = sandbox.EgressEnforcementDNSNft
 	}
 	if o.EgressMode != sandbox.EgressEnforcementDNS && o.EgressMode != sandbox.EgressEnforcementDNSNft {
 		return fmt.Errorf("docker: egress mode %q: want dns or dns+nft: %w", o.EgressMode, runtime.ErrInvalid)
