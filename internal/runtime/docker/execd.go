@@ -122,6 +122,7 @@ func (r *Runtime) waitExecd(ctx context.Context, id, token string) error {
 		if err != nil {
 			return err
 		}
+		runtime.PhasesFrom(ctx).Count("execd-pings", 1)
 		if last = r.pingExecd(wctx, a, token); last == nil {
 			return nil
 		}
