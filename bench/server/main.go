@@ -27,6 +27,7 @@ func main() {
 	execdBin := flag.String("execd", "bin/execd", "execd binary")
 	image := flag.String("image", "opensandbox/base:latest", "sandbox image (must exist locally)")
 	n := flag.Int("n", 20, "sandboxes per side")
+	flag.StringVar(&dockerNetwork, "docker-network", "", "network of the bare docker run side (default: the engine's default bridge)")
 	flag.Parse()
 	if err := run(*serverBin, *execdBin, *image, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -35,6 +36,8 @@ func main() {
 }
 
 const key = "bench-key"
+
+var dockerNetwork string
 
 func run(serverBin, execdBin, image string, n int) error {
 	addr, stop, err := benchkit.StartServer(serverBin, execdBin, key)
@@ -162,7 +165,11 @@ func apiRound(base, image string) (time.Duration, breakdown, error) {
 func dockerRound(image string) (time.Duration, breakdown, error) {
 	bd := breakdown{}
 	t0 := time.Now()
-	out, err := exec.Command("docker", "run", "-d", "--cpus", "1", "--memory", "256m", image, "tail", "-f", "/dev/null").Output()
+	args := []string{"run", "-d", "--cpus", "1", "--memory", "256m"}
+	if dockerNetwork != "" {
+		args = append(args, "--network", dockerNetwork)
+	}
+	out, err := exec.Command("docker", append(args, image, "tail", "-f", "/dev/null")...).Output()
 	if err != nil {
 		return 0, nil, fmt.Errorf("docker run: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/docker/go-connections/nat"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/opensandbox-go/opensandbox/internal/execd/readiness"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
@@ -83,6 +84,8 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, ref string, imgL
 	if err != nil {
 		return "", err
 	}
+	marker := newReadyMarker()
+	cfg.Env = append(cfg.Env, readiness.MarkerEnv+"="+marker)
 	var ca []byte
 	phases := runtime.PhasesFrom(ctx)
 	if spec.Egress != nil {
@@ -129,13 +132,17 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, ref string, imgL
 		}
 	}
 	end()
+	end = phases.Start("attach")
+	watch := r.watchReady(ctx, created.ID, marker)
+	defer watch.stop()
+	end()
 	end = phases.Start("start")
 	if err := r.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		return created.ID, engineErr(err, "docker: sandbox %s: start container", spec.ID)
 	}
 	end()
 	end = phases.Start("ready")
-	if err := r.waitExecd(ctx, spec.ID, spec.ExecdToken); err != nil {
+	if err := r.waitExecd(ctx, spec.ID, spec.ExecdToken, watch); err != nil {
 		if logs := r.lastLogs(context.WithoutCancel(ctx), created.ID, 20); logs != "" {
 			return created.ID, fmt.Errorf("%w; last container logs:\n%s", err, logs)
 		}
@@ -211,7 +218,7 @@ func (r *Runtime) containerConfig(spec runtime.Spec, ref string, imgLabels map[s
 
 	env := make([]string, 0, len(spec.Env)+1)
 	for k, v := range spec.Env {
-		if k != execdTokenEnv && k != sandbox.IsolationBootstrapEnv {
+		if k != execdTokenEnv && k != sandbox.IsolationBootstrapEnv && k != readiness.MarkerEnv {
 			env = append(env, k+"="+v)
 		}
 	}
