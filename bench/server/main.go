@@ -27,6 +27,7 @@ func main() {
 	execdBin := flag.String("execd", "bin/execd", "execd binary")
 	image := flag.String("image", "opensandbox/base:latest", "sandbox image (must exist locally)")
 	n := flag.Int("n", 20, "sandboxes per side")
+	flag.StringVar(&dockerNetwork, "docker-network", "", "network of the bare docker run side (default: the engine's default bridge)")
 	flag.Parse()
 	if err := run(*serverBin, *execdBin, *image, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -35,6 +36,8 @@ func main() {
 }
 
 const key = "bench-key"
+
+var dockerNetwork string
 
 func run(serverBin, execdBin, image string, n int) error {
 	addr, stop, err := benchkit.StartServer(serverBin, execdBin, key)
@@ -45,25 +48,28 @@ func run(serverBin, execdBin, image string, n int) error {
 	base := "http://" + addr
 
 	// Warm both paths once (image layers, page cache).
-	if _, err := apiRound(base, image); err != nil {
+	if _, _, err := apiRound(base, image); err != nil {
 		return err
 	}
-	if _, err := dockerRound(image); err != nil {
+	if _, _, err := dockerRound(image); err != nil {
 		return err
 	}
 	var ours, bare []time.Duration
+	var oursBD, bareBD []breakdown
 	for range n {
-		d, err := apiRound(base, image)
+		d, bd, err := apiRound(base, image)
 		if err != nil {
 			return err
 		}
-		ours = append(ours, d)
-		d, err = dockerRound(image)
+		ours, oursBD = append(ours, d), append(oursBD, bd)
+		d, bd, err = dockerRound(image)
 		if err != nil {
 			return err
 		}
-		bare = append(bare, d)
+		bare, bareBD = append(bare, d), append(bareBD, bd)
 	}
+	printBreakdown("API", oursBD)
+	printBreakdown("docker CLI", bareBD)
 	p := benchkit.Percentile
 	o50, o95, b50, b95 := p(ours, 50), p(ours, 95), p(bare, 50), p(bare, 95)
 	verdict := "met"
@@ -76,7 +82,8 @@ func run(serverBin, execdBin, image string, n int) error {
 	return nil
 }
 
-func call(method, url string, in, out any) error {
+// call sends one API request and returns the response's headers.
+func call(method, url string, in, out any) (http.Header, error) {
 	var body io.Reader
 	if in != nil {
 		b, _ := json.Marshal(in)
@@ -87,41 +94,52 @@ func call(method, url string, in, out any) error {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, data)
+		return nil, fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, data)
 	}
 	if out != nil {
-		return json.Unmarshal(data, out)
+		return resp.Header, json.Unmarshal(data, out)
 	}
-	return nil
+	return resp.Header, nil
 }
 
 // apiRound: create, endpoint, first command; then delete (not timed).
-func apiRound(base, image string) (time.Duration, error) {
+// It returns the whole time and where it went: the client's view of each
+// call and the server's steps of the create (its Server-Timing header).
+func apiRound(base, image string) (time.Duration, breakdown, error) {
+	bd := breakdown{}
 	t0 := time.Now()
 	var created sandbox.CreateSandboxResponse
-	if err := call("POST", base+"/v1/sandboxes", sandbox.CreateSandboxRequest{
+	hdr, err := call("POST", base+"/v1/sandboxes", sandbox.CreateSandboxRequest{
 		Image: &sandbox.ImageSpec{URI: image}, Entrypoint: []string{"tail", "-f", "/dev/null"},
 		ResourceLimits: map[string]string{"cpu": "1", "memory": "256Mi"},
-	}, &created); err != nil {
-		return 0, err
+	}, &created)
+	if err != nil {
+		return 0, nil, err
+	}
+	t1 := time.Now()
+	bd.add("POST /v1/sandboxes (client)", t1.Sub(t0))
+	if err := bd.addServerTiming(hdr.Get("Server-Timing")); err != nil {
+		return 0, nil, err
 	}
 	defer call("DELETE", base+"/v1/sandboxes/"+created.ID, nil, nil)
 	var ep sandbox.Endpoint
-	if err := call("GET", base+"/v1/sandboxes/"+created.ID+"/endpoints/44772", nil, &ep); err != nil {
-		return 0, err
+	if _, err := call("GET", base+"/v1/sandboxes/"+created.ID+"/endpoints/44772", nil, &ep); err != nil {
+		return 0, nil, err
 	}
+	t2 := time.Now()
+	bd.add("GET endpoint (client)", t2.Sub(t1))
 	req, _ := http.NewRequestWithContext(context.Background(), "POST", "http://"+ep.Endpoint+"/command", strings.NewReader(`{"command":"echo hi"}`))
 	for k, v := range ep.Headers {
 		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	er := sandbox.NewEventReader(resp.Body)
 	got := ""
@@ -137,24 +155,33 @@ func apiRound(base, image string) (time.Duration, error) {
 	resp.Body.Close()
 	d := time.Since(t0)
 	if got != "hi" {
-		return 0, fmt.Errorf("first command printed %q", got)
+		return 0, nil, fmt.Errorf("first command printed %q", got)
 	}
-	return d, nil
+	bd.add("POST /command echo hi (client)", time.Since(t2))
+	return d, bd, nil
 }
 
 // dockerRound: the same with the bare CLI; the container is removed after.
-func dockerRound(image string) (time.Duration, error) {
+func dockerRound(image string) (time.Duration, breakdown, error) {
+	bd := breakdown{}
 	t0 := time.Now()
-	out, err := exec.Command("docker", "run", "-d", "--cpus", "1", "--memory", "256m", image, "tail", "-f", "/dev/null").Output()
-	if err != nil {
-		return 0, fmt.Errorf("docker run: %w", err)
+	args := []string{"run", "-d", "--cpus", "1", "--memory", "256m"}
+	if dockerNetwork != "" {
+		args = append(args, "--network", dockerNetwork)
 	}
+	out, err := exec.Command("docker", append(args, image, "tail", "-f", "/dev/null")...).Output()
+	if err != nil {
+		return 0, nil, fmt.Errorf("docker run: %w", err)
+	}
+	t1 := time.Now()
+	bd.add("docker run -d", t1.Sub(t0))
 	id := strings.TrimSpace(string(out))
 	defer exec.Command("docker", "rm", "-f", id).Run()
 	out, err = exec.Command("docker", "exec", id, "echo", "hi").Output()
 	d := time.Since(t0)
 	if err != nil || strings.TrimSpace(string(out)) != "hi" {
-		return 0, fmt.Errorf("docker exec: %q %v", out, err)
+		return 0, nil, fmt.Errorf("docker exec: %q %v", out, err)
 	}
-	return d, nil
+	bd.add("docker exec echo hi", time.Since(t1))
+	return d, bd, nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/opensandbox-go/opensandbox/internal/execd/procenv"
 	"github.com/opensandbox-go/opensandbox/internal/execd/proxy"
 	"github.com/opensandbox-go/opensandbox/internal/execd/pty"
+	"github.com/opensandbox-go/opensandbox/internal/execd/readiness"
 	"github.com/opensandbox-go/opensandbox/internal/execd/server"
 	"github.com/opensandbox-go/opensandbox/internal/execd/session"
 	"github.com/opensandbox-go/opensandbox/internal/execd/supervisor"
@@ -123,6 +124,8 @@ func run(args []string) (int, error) {
 	// and the entrypoint must not see them.
 	os.Unsetenv(supervisor.ServerMarkerEnv)
 	os.Unsetenv("EXECD_ACCESS_TOKEN")
+	readyMarker := os.Getenv(readiness.MarkerEnv)
+	os.Unsetenv(readiness.MarkerEnv)
 	if !supervised {
 		installEgressCA(logger)
 	}
@@ -134,6 +137,9 @@ func run(args []string) (int, error) {
 		if cfg.accessToken != "" {
 			serverEnv = append(serverEnv, "EXECD_ACCESS_TOKEN="+cfg.accessToken)
 		}
+		if readyMarker != "" {
+			serverEnv = append(serverEnv, readiness.MarkerEnv+"="+readyMarker)
+		}
 		return supervisor.Run(context.Background(), supervisor.Config{
 			Entrypoint: cfg.entrypoint,
 			Env:        os.Environ(),
@@ -142,7 +148,7 @@ func run(args []string) (int, error) {
 			Logger:     logger,
 		})
 	}
-	return 0, serve(ctx, cfg, logger)
+	return 0, serve(ctx, cfg, logger, readyMarker)
 }
 
 // installEgressCA trusts the egress sidecar's CA (given by the runtime when
@@ -179,7 +185,10 @@ func installEgressCA(logger *slog.Logger) {
 
 const egressCAEnv = "OPENSANDBOX_EGRESS_CA_FILE"
 
-func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
+// serve runs the API server. With a readiness marker it writes
+// readiness.Line(marker) to standard error once the socket listens (the
+// runtime waits for that line instead of polling).
+func serve(ctx context.Context, cfg config, logger *slog.Logger, readyMarker string) error {
 	env := procenv.Builder{EnvFile: cfg.envFile}
 	cmds, err := command.New(command.Options{Env: env, Logger: logger})
 	if err != nil {
@@ -207,6 +216,12 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger) error {
 		Isolated:    isolation.New(isolation.Options{Env: env, Logger: logger}),
 	})
 	logger.Info("execd listening", "addr", ln.Addr().String(), "auth", cfg.accessToken != "")
+	if readyMarker != "" {
+		// Connections queue on the listening socket until Serve accepts.
+		if _, err := io.WriteString(os.Stderr, readiness.Line(readyMarker)); err != nil {
+			logger.Warn("cannot announce readiness on stderr; the runtime falls back to probing", "err", err)
+		}
+	}
 	return srv.Serve(ctx, ln, cfg.grace)
 }
 

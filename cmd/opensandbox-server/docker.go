@@ -124,7 +124,7 @@ func newDockerClient(apiTimeout time.Duration) (*client.Client, error) {
 		opts = append(opts, client.WithTLSClientConfig(
 			filepath.Join(certDir, "ca.pem"), filepath.Join(certDir, "cert.pem"), filepath.Join(certDir, "key.pem")))
 	}
-	opts = append(opts, client.WithHostFromEnv(), client.WithVersionFromEnv(), client.WithAPIVersionNegotiation())
+	opts = append(opts, client.WithHostFromEnv(), client.WithVersionFromEnv(), client.WithAPIVersionNegotiation(), docker.CountEngineRequests())
 	cli, err := client.NewClientWithOpts(opts...)
 	if err != nil {
 		return nil, err

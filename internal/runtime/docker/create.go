@@ -16,6 +16,7 @@ import (
 	"github.com/docker/go-connections/nat"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/opensandbox-go/opensandbox/internal/execd/readiness"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
@@ -50,18 +51,25 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (runtime.Sandbo
 	r.creating.Store(spec.ID, struct{}{})
 	defer r.creating.Delete(spec.ID)
 	start := time.Now()
+	phases := runtime.PhasesFrom(ctx)
+	end := phases.Start("image")
 	ref, imgLabels, err := r.resolveImage(ctx, spec)
+	end()
 	if err != nil {
 		return runtime.Sandbox{}, err
 	}
+	end = phases.Start("volumes")
 	plan, err := r.prepareVolumes(ctx, spec)
+	end()
 	if err != nil {
 		return runtime.Sandbox{}, err
 	}
 	containerID, err := r.start(ctx, spec, ref, imgLabels, plan)
 	var sb runtime.Sandbox
 	if err == nil {
+		end = phases.Start("inspect")
 		sb, err = r.Get(ctx, spec.ID)
+		end()
 	}
 	if err != nil {
 		r.undoCreate(ctx, spec.ID, containerID, spec.Egress != nil, plan.created)
@@ -82,15 +90,23 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, ref string, imgL
 	if err != nil {
 		return "", err
 	}
+	marker := newReadyMarker()
+	cfg.Env = append(cfg.Env, readiness.MarkerEnv+"="+marker)
 	var ca []byte
+	phases := runtime.PhasesFrom(ctx)
 	if spec.Egress != nil {
+		end := phases.Start("sidecar")
 		var sidecarID string
-		if sidecarID, ca, err = r.startSidecar(ctx, spec); err != nil {
+		sidecarID, ca, err = r.startSidecar(ctx, spec)
+		end()
+		if err != nil {
 			return "", err
 		}
 		hc.NetworkMode = container.NetworkMode("container:" + sidecarID)
 	} else {
+		end := phases.Start("network")
 		nw, err := r.checkNetwork(ctx)
+		end()
 		if err != nil {
 			return "", err
 		}
@@ -100,6 +116,8 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, ref string, imgL
 	if p := spec.Platform; p != nil {
 		platform = &ocispec.Platform{OS: p.OS, Architecture: p.Arch}
 	}
+	end := phases.Start("create")
+	defer func() { end() }()
 	created, err := r.cli.ContainerCreate(ctx, cfg, hc, nil, platform, containerName(spec.ID))
 	if err != nil {
 		return "", engineErr(err, "docker: sandbox %s: create container", spec.ID)
@@ -119,10 +137,18 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, ref string, imgL
 			return created.ID, engineErr(err, "docker: sandbox %s: copy the egress CA into the container", spec.ID)
 		}
 	}
+	end()
+	end = phases.Start("attach")
+	watch := r.watchReady(ctx, created.ID, marker)
+	defer watch.stop()
+	end()
+	end = phases.Start("start")
 	if err := r.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		return created.ID, engineErr(err, "docker: sandbox %s: start container", spec.ID)
 	}
-	if err := r.waitExecd(ctx, spec.ID, spec.ExecdToken); err != nil {
+	end()
+	end = phases.Start("ready")
+	if err := r.waitExecd(ctx, spec.ID, spec.ExecdToken, watch); err != nil {
 		if logs := r.lastLogs(context.WithoutCancel(ctx), created.ID, 20); logs != "" {
 			return created.ID, fmt.Errorf("%w; last container logs:\n%s", err, logs)
 		}
@@ -200,7 +226,7 @@ func (r *Runtime) containerConfig(spec runtime.Spec, ref string, imgLabels map[s
 
 	env := make([]string, 0, len(spec.Env)+1)
 	for k, v := range spec.Env {
-		if k != execdTokenEnv && k != sandbox.IsolationBootstrapEnv {
+		if k != execdTokenEnv && k != sandbox.IsolationBootstrapEnv && k != readiness.MarkerEnv {
 			env = append(env, k+"="+v)
 		}
 	}

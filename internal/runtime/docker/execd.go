@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -94,13 +95,20 @@ func (r *Runtime) pingExecd(ctx context.Context, a runtime.Address, token string
 	return nil
 }
 
-// waitExecd polls execd's /ping until it answers, the container stops
-// running, StartTimeout passes or ctx ends.
-func (r *Runtime) waitExecd(ctx context.Context, id, token string) error {
+// waitExecd returns once execd answers /ping, and fails when the
+// container stops running, StartTimeout passes or ctx ends. With a
+// readiness watch it first waits for execd's readiness line (or the end
+// of the container's output), so the first ping is normally the only one
+// and nothing sleeps; without one (the attach failed), or should that
+// ping fail, it probes with a growing delay.
+func (r *Runtime) waitExecd(ctx context.Context, id, token string, watch *readyWatch) error {
 	wctx, cancel := context.WithTimeout(ctx, r.opts.StartTimeout)
 	defer cancel()
 	delay := 5 * time.Millisecond
 	var last error
+	if watch != nil && !watch.wait(wctx) {
+		last = errors.New("no readiness line from execd")
+	}
 	for wctx.Err() == nil {
 		c, err := r.inspect(wctx, id)
 		if err != nil {
@@ -122,6 +130,7 @@ func (r *Runtime) waitExecd(ctx context.Context, id, token string) error {
 		if err != nil {
 			return err
 		}
+		runtime.PhasesFrom(ctx).Count("execd-pings", 1)
 		if last = r.pingExecd(wctx, a, token); last == nil {
 			return nil
 		}

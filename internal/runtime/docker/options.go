@@ -207,7 +207,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	if opts.Client == nil {
-		cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+		cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation(), CountEngineRequests())
 		if err != nil {
 			return nil, classErr(runtime.ErrUnavailable, err, "docker: connect to engine")
 		}
