@@ -48,9 +48,6 @@ type Config struct {
 	// MinTimeout is the lowest timeout a create accepts; 0 means
 	// DefaultMinTimeout.
 	MinTimeout time.Duration
-	// AllowedHostPaths are the host directories host volumes must lie
-	// under; empty rejects every host volume.
-	AllowedHostPaths []string
 	// DefaultDiskLimit is the disk limit in bytes of sandboxes created
 	// without resourceLimits.ephemeral-storage; 0 means none. When the
 	// runtime cannot enforce it, such creates fail (400
@@ -116,11 +113,6 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	roots, err := cleanRoots(cfg.AllowedHostPaths)
-	if err != nil {
-		return nil, err
-	}
-	cfg.AllowedHostPaths = roots
 	lc, err := lifecycle.New(lifecycle.Config{
 		Runtime:       cfg.Runtime,
 		Store:         cfg.Store,
