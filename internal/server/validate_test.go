@@ -286,8 +286,13 @@ func TestHostPathJudgedByRuntime(t *testing.T) {
 	b := createBody()
 	b["volumes"] = []any{map[string]any{"name": "h", "mountPath": "/h", "host": map[string]any{"path": "/etc/../etc"}}}
 	wantError(t, "POST /v1/sandboxes", e.do("POST", "/v1/sandboxes", b), http.StatusBadRequest, apierror.CodeHostPathNotAllowed, `host path "/etc" is not under`)
-	spec := e.rt.lastSpec()
-	if len(spec.Volumes) != 1 || spec.Volumes[0].HostPath != "/etc/../etc" {
-		t.Errorf("runtime got volumes %+v, want the host path as the request gave it", spec.Volumes)
+	e.rt.mu.Lock()
+	calls := len(e.rt.specs)
+	e.rt.mu.Unlock()
+	if calls != 1 {
+		t.Fatalf("runtime Create called %d times, want once: the runtime judges host paths", calls)
+	}
+	if spec := e.rt.lastSpec(); len(spec.Volumes) != 1 || spec.Volumes[0].HostPath != "/etc/../etc" {
+		t.Errorf("runtime got volumes %+v, want the host path as the request gave it", e.rt.lastSpec().Volumes)
 	}
 }
