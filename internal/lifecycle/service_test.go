@@ -266,6 +266,9 @@ func TestRenewSurvivesRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The caller got the id (else a restart deletes the sandbox as a
+	// create never answered).
+	f.svc.CreateAnswered(ctx, rs.ID)
 	at := f.clock.Now().Add(time.Hour)
 	got, err := f.svc.Renew(ctx, rs.ID, at)
 	if err != nil || !got.Equal(at) {
