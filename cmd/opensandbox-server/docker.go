@@ -68,6 +68,7 @@ func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, instance ins
 		EgressDenyWebhook:    cfg.Egress.DenyWebhook,
 		EgressBlockDoH:       cfg.Egress.BlockDoH443,
 		EgressDoHBlocklist:   cfg.Egress.DoHBlocklist,
+		AllowedHostPaths:     cfg.Storage.AllowedHostPaths,
 		InstanceID:           instance.id,
 		EgressAllowMetadata:  cfg.Egress.AllowMetadata,
 		AllowMetadata:        !d.BlockMetadata,

@@ -172,7 +172,6 @@ func serve(ctx context.Context, cfg serverconfig.Config, logger *slog.Logger) er
 		PublicHost:       cfg.Server.EIP,
 		MaxTimeout:       cfg.Server.MaxSandboxTimeout(),
 		MinTimeout:       cfg.Server.MinSandboxTimeout(),
-		AllowedHostPaths: cfg.Storage.AllowedHostPaths,
 		DefaultDiskLimit: diskLimit,
 		OpenAPIJSON:      spec,
 		Logger:           logger,

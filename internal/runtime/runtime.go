@@ -35,6 +35,11 @@ var (
 	// engine that cannot enforce a disk size: the sandbox is not created
 	// rather than run without the limit. It is also an ErrNotSupported.
 	ErrDiskLimitUnsupported = fmt.Errorf("disk limits are not enforced by this engine: %w", ErrNotSupported)
+
+	// ErrHostPathNotAllowed marks a create refused because a host volume
+	// (or its subPath) does not lie under a host path the driver was
+	// configured to allow; it is also an ErrInvalid.
+	ErrHostPathNotAllowed = fmt.Errorf("host path not allowed: %w", ErrInvalid)
 )
 
 // Spec is everything needed to create a sandbox. The server validates and
@@ -113,8 +118,9 @@ type Volume struct {
 	MountPath string
 	ReadOnly  bool
 	SubPath   string
-	// HostPath is set for host bind mounts (already checked against the
-	// server's allow-list).
+	// HostPath is set for host bind mounts: an absolute path on the
+	// engine's host. The driver resolves it and checks it against its
+	// allow-list (ErrHostPathNotAllowed).
 	HostPath string
 	// ClaimName is set for named volumes.
 	ClaimName string

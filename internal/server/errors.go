@@ -59,6 +59,8 @@ func codeFor(err error, c classCodes) string {
 		return pick(c.notFound, apierror.CodeRouteNotFound)
 	case errors.Is(err, runtime.ErrNotSupported):
 		return apierror.CodeAPINotSupported
+	case errors.Is(err, runtime.ErrHostPathNotAllowed):
+		return apierror.CodeHostPathNotAllowed
 	case errors.Is(err, runtime.ErrInvalid):
 		return pick(c.invalid, apierror.CodeInvalidRequest)
 	case errors.Is(err, runtime.ErrConflict):

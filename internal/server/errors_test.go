@@ -29,6 +29,7 @@ func TestErrorClassMapping(t *testing.T) {
 		{"invalid", wrap(runtime.ErrInvalid), classCodes{}, 400, apierror.CodeInvalidRequest, "invalid request", ""},
 		{"conflict default", wrap(runtime.ErrConflict), classCodes{}, 409, apierror.CodeInvalidState, "conflict", ""},
 		{"conflict running", wrap(runtime.ErrConflict), runningCodes, 409, apierror.CodeSandboxNotRunning, "conflict", ""},
+		{"host path not allowed", wrap(runtime.ErrHostPathNotAllowed), classCodes{}, 400, apierror.CodeHostPathNotAllowed, "host path not allowed", ""},
 		{"not supported", wrap(runtime.ErrNotSupported), sandboxCodes, 400, apierror.CodeAPINotSupported, "not supported", ""},
 		{"unavailable", wrap(runtime.ErrUnavailable), classCodes{}, 503, apierror.CodeRuntimeUnavailable, "unavailable", "docker"},
 		{"deadline", fmt.Errorf("inspect: %w", context.DeadlineExceeded), classCodes{}, 503, apierror.CodeRuntimeUnavailable, "unavailable", "inspect"},
@@ -64,6 +65,7 @@ func TestCreateErrorMapping(t *testing.T) {
 		code, msg  string
 	}{
 		{"pull failure", fmt.Errorf("docker: pull image nope: manifest unknown: %w", runtime.ErrImagePull), "", 400, apierror.CodeImagePullFailed, "manifest unknown"},
+		{"host path not allowed", fmt.Errorf("docker: volume h: host path /etc is not allowed: %w", runtime.ErrHostPathNotAllowed), "", 400, apierror.CodeHostPathNotAllowed, "/etc is not allowed"},
 		{"other invalid", fmt.Errorf("docker: bad spec: %w", runtime.ErrInvalid), "", 400, apierror.CodeInvalidRequest, "bad spec"},
 		{"entrypoint exits at once", errors.New("docker: sandbox x: container stopped before execd was ready (exited with code 3)"), "", 500, apierror.CodeSandboxStartFailed, "exited with code 3"},
 		{"missing volume", fmt.Errorf("docker: volume cache: %w", runtime.ErrNotFound), "", 400, apierror.CodeVolumeNotFound, "volume cache"},

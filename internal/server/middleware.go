@@ -2,16 +2,16 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/subtle"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/apierror"
 	"github.com/opensandbox-go/opensandbox/internal/httpmw"
+	"github.com/opensandbox-go/opensandbox/internal/lifecycle"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
@@ -63,24 +63,10 @@ func saneRequestID(id string) bool {
 	return true
 }
 
-// newRequestID is a random (version 4) UUID in 32 hex digits.
+// newRequestID is a fresh random UUID (lifecycle.NewUUID, the one
+// generator of ids) in 32 hex digits.
 func newRequestID() string {
-	b := uuid4()
-	return hex.EncodeToString(b[:])
-}
-
-// newUUID is a random (version 4) UUID in its canonical 36-character form.
-func newUUID() string {
-	b := uuid4()
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
-
-func uuid4() [16]byte {
-	var b [16]byte
-	rand.Read(b[:]) // never fails (crypto/rand panics instead)
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return b
+	return strings.ReplaceAll(lifecycle.NewUUID(), "-", "")
 }
 
 // requireAPIKey checks OPEN-SANDBOX-API-KEY in constant time. With no key

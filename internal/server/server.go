@@ -55,9 +55,6 @@ type Config struct {
 	// MinTimeout is the lowest timeout a create accepts; 0 means
 	// DefaultMinTimeout.
 	MinTimeout time.Duration
-	// AllowedHostPaths are the host directories host volumes must lie
-	// under; empty rejects every host volume.
-	AllowedHostPaths []string
 	// DefaultDiskLimit is the disk limit in bytes of sandboxes created
 	// without resourceLimits.ephemeral-storage; 0 means none. When the
 	// runtime cannot enforce it, such creates fail (400
@@ -133,11 +130,6 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	roots, err := cleanRoots(cfg.AllowedHostPaths)
-	if err != nil {
-		return nil, err
-	}
-	cfg.AllowedHostPaths = roots
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New(countStates(cfg.Runtime))
 	}

@@ -3,10 +3,8 @@ package server
 import (
 	"fmt"
 	"path"
-	"path/filepath"
 	"strings"
 
-	"github.com/opensandbox-go/opensandbox/internal/apierror"
 	"github.com/opensandbox-go/opensandbox/internal/grammar"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
@@ -17,8 +15,9 @@ import (
 const execdDir = "/opt/opensandbox"
 
 // checkVolumes validates the volumes of a create request and turns them
-// into runtime volumes. Host paths come back resolved (symlinks followed
-// as far as the path exists) so the runtime mounts what was checked.
+// into runtime volumes. These are the checks that do not depend on the
+// engine; host paths go to the runtime as given, for it to resolve and
+// check against its allow-list.
 func (s *Server) checkVolumes(vols []sandbox.Volume) ([]runtime.Volume, error) {
 	var out []runtime.Volume
 	names := map[string]bool{}
@@ -57,11 +56,10 @@ func (s *Server) checkVolumes(vols []sandbox.Volume) ([]runtime.Volume, error) {
 		rv := runtime.Volume{Name: v.Name, MountPath: v.MountPath, ReadOnly: v.ReadOnly, SubPath: v.SubPath}
 		switch {
 		case v.Host != nil:
-			p, err := s.checkHostPath(field, v.Host.Path, v.SubPath)
-			if err != nil {
+			if err := checkHostPath(field, v.Host.Path); err != nil {
 				return nil, err
 			}
-			rv.HostPath = p
+			rv.HostPath = v.Host.Path
 		case v.PVC != nil:
 			if err := grammar.CheckDNSSubdomain(v.PVC.ClaimName); err != nil {
 				return nil, badRequest("%s.pvc.claimName is not a DNS-1123 name: %v", field, err)
@@ -111,73 +109,21 @@ func checkSubPath(field, sub string) error {
 	return nil
 }
 
-// checkHostPath checks that host path p (and p joined with subPath) lies
-// under one of the allowed host paths once cleaned and, as far as they
-// exist, with symlinks resolved. It returns the resolved host path.
-func (s *Server) checkHostPath(field, p, sub string) (string, error) {
+// checkHostPath checks the shape of host path p: present and absolute.
+// Whether the engine's host lets sandboxes mount it (the allow-list, after
+// resolving symlinks) is the runtime's to decide: it fails the create
+// with runtime.ErrHostPathNotAllowed, which becomes HOST_PATH_NOT_ALLOWED.
+func checkHostPath(field, p string) error {
 	if p == "" {
-		return "", badRequest("%s.host.path is required", field)
+		return badRequest("%s.host.path is required", field)
 	}
 	if !strings.HasPrefix(p, "/") {
-		return "", badRequest("%s.host.path %q must be an absolute path", field, p)
+		return badRequest("%s.host.path %q must be an absolute path", field, p)
 	}
-	notAllowed := apierror.BadRequest(apierror.CodeHostPathNotAllowed,
-		"%s.host.path %q is not under a host path this server allows", field, p)
-	if len(s.cfg.AllowedHostPaths) == 0 {
-		notAllowed.Message = fmt.Sprintf("%s.host.path %q: this server allows no host volumes", field, p)
-		return "", notAllowed
-	}
-	resolved := resolveExisting(filepath.Clean(p))
-	if !s.hostPathAllowed(resolved) {
-		return "", notAllowed
-	}
-	if sub != "" && !s.hostPathAllowed(resolveExisting(filepath.Join(resolved, sub))) {
-		return "", apierror.BadRequest(apierror.CodeHostPathNotAllowed,
-			"%s.subPath %q leads outside the host paths this server allows", field, sub)
-	}
-	return resolved, nil
-}
-
-// hostPathAllowed reports whether resolved lies under an allowed root.
-func (s *Server) hostPathAllowed(resolved string) bool {
-	for _, root := range s.cfg.AllowedHostPaths {
-		if within(resolved, resolveExisting(root)) {
-			return true
-		}
-	}
-	return false
-}
-
-// resolveExisting resolves the symlinks of the longest existing prefix of
-// the clean absolute path p and appends the rest unchanged.
-func resolveExisting(p string) string {
-	cur, rest := p, ""
-	for {
-		if real, err := filepath.EvalSymlinks(cur); err == nil {
-			return filepath.Join(real, rest)
-		}
-		parent := filepath.Dir(cur)
-		if parent == cur {
-			return p
-		}
-		rest = filepath.Join(filepath.Base(cur), rest)
-		cur = parent
-	}
+	return nil
 }
 
 // within reports whether clean absolute path p is root or below it.
 func within(p, root string) bool {
 	return p == root || root == "/" || strings.HasPrefix(p, root+"/")
-}
-
-// cleanRoots checks and cleans the configured host path allow-list.
-func cleanRoots(roots []string) ([]string, error) {
-	out := make([]string, 0, len(roots))
-	for _, r := range roots {
-		if !filepath.IsAbs(r) {
-			return nil, fmt.Errorf("server: allowed host path %q is not absolute", r)
-		}
-		out = append(out, filepath.Clean(r))
-	}
-	return out, nil
 }

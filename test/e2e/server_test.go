@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	osexec "os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -441,4 +443,39 @@ func TestServerProxy(t *testing.T) {
 			out.Write(msg[1:])
 		}
 	}
+}
+
+// TestServerHostVolumes: [storage] allowed_host_paths reaches the driver,
+// which mounts a host directory under it (with a subPath) and refuses a
+// subPath that a planted link leads outside it.
+func TestServerHostVolumes(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sub", "in.txt"), []byte("from-host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc", filepath.Join(dir, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, serverOpts{extraTOML: fmt.Sprintf("[storage]\nallowed_host_paths = [%q]\n", dir)})
+	img := &sandbox.ImageSpec{URI: minimalImage(t)}
+	ep := []string{"sleep", "100000"}
+	lim := map[string]string{"cpu": "1"}
+
+	sb := s.create(t, sandbox.CreateSandboxRequest{Image: img, Entrypoint: ep, ResourceLimits: lim,
+		Volumes: []sandbox.Volume{{Name: "h", MountPath: "/host", SubPath: "sub", Host: &sandbox.HostVol{Path: dir + "/"}}}})
+	e := s.execd(t, sb.ID, false)
+	run := e.stream(t, "/command", sandbox.RunCommandRequest{Command: "cat /host/in.txt && echo from-sandbox > /host/out.txt"})
+	if joined(run.stdout) != "from-host" {
+		t.Errorf("cat through the host volume = stdout %q stderr %q, want from-host", run.stdout, run.stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "sub", "out.txt")); err != nil || string(b) != "from-sandbox\n" {
+		t.Errorf("file written through the host volume = %q, %v", b, err)
+	}
+
+	s.apiError(t, "POST", "/v1/sandboxes", sandbox.CreateSandboxRequest{Image: img, Entrypoint: ep, ResourceLimits: lim,
+		Volumes: []sandbox.Volume{{Name: "h", MountPath: "/host", SubPath: "escape", Host: &sandbox.HostVol{Path: dir}}}},
+		400, "HOST_PATH_NOT_ALLOWED")
 }

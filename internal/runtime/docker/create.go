@@ -35,6 +35,11 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (runtime.Sandbo
 	if err := r.checkHost(spec); err != nil {
 		return runtime.Sandbox{}, fmt.Errorf("docker: sandbox %s: %w", spec.ID, err)
 	}
+	vols, err := r.checkHostPaths(spec.Volumes)
+	if err != nil {
+		return runtime.Sandbox{}, fmt.Errorf("docker: sandbox %s: %w", spec.ID, err)
+	}
+	spec.Volumes = vols
 	if spec.Egress != nil && r.network == networkHost {
 		return runtime.Sandbox{}, fmt.Errorf("docker: network policies need network mode bridge or a user-defined bridge network (configured: %s): %w", r.opts.NetworkMode, runtime.ErrNotSupported)
 	}

@@ -117,6 +117,12 @@ type Options struct {
 	// StartTimeout bounds how long Create waits for execd to answer
 	// /ping; default 30s.
 	StartTimeout time.Duration
+	// AllowedHostPaths are the absolute host directories that host
+	// volumes (runtime.Volume.HostPath, with its SubPath) must lie under,
+	// after cleaning and, as far as the path exists on this machine,
+	// resolving symlinks; empty refuses every host volume. A refused
+	// volume fails Create with runtime.ErrHostPathNotAllowed.
+	AllowedHostPaths []string
 	// Labels are added to every container, volume and snapshot image the
 	// runtime creates, and List and Get only see containers carrying
 	// all of them (several servers or test runs can share one engine).
@@ -346,6 +352,14 @@ func (o *Options) setDefaults() error {
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = defaultStartTimeout
 	}
+	roots := make([]string, 0, len(o.AllowedHostPaths))
+	for _, p := range o.AllowedHostPaths {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("docker: allowed host path %q is not absolute: %w", p, runtime.ErrInvalid)
+		}
+		roots = append(roots, filepath.Clean(p))
+	}
+	o.AllowedHostPaths = roots
 	o.Labels = maps.Clone(o.Labels)
 	for k := range o.Labels {
 		if strings.HasPrefix(k, labelPrefix) {

@@ -13,9 +13,9 @@ import (
 
 func TestVolumes(t *testing.T) {
 	t.Parallel()
-	r := newTestRuntime(t, nil)
-	ctx := testCtx(t)
 	host := t.TempDir()
+	r := newTestRuntime(t, func(o *Options) { o.AllowedHostPaths = []string{host} })
+	ctx := testCtx(t)
 	if err := os.MkdirAll(filepath.Join(host, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -70,9 +70,9 @@ func TestVolumes(t *testing.T) {
 
 func TestVolumeErrors(t *testing.T) {
 	t.Parallel()
-	r := newTestRuntime(t, nil)
-	ctx := testCtx(t)
 	host := t.TempDir()
+	r := newTestRuntime(t, func(o *Options) { o.AllowedHostPaths = []string{host} })
+	ctx := testCtx(t)
 	if err := os.Symlink("/etc", filepath.Join(host, "escape")); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,9 @@ func TestVolumeErrors(t *testing.T) {
 		{"missing claim", runtime.Volume{Name: "v", ClaimName: missing, MountPath: "/v"}, runtime.ErrNotFound},
 		{"subPath leaves", runtime.Volume{Name: "v", HostPath: host, MountPath: "/v", SubPath: "../x"}, runtime.ErrInvalid},
 		{"absolute subPath", runtime.Volume{Name: "v", HostPath: host, MountPath: "/v", SubPath: "/etc"}, runtime.ErrInvalid},
-		{"symlink subPath", runtime.Volume{Name: "v", HostPath: host, MountPath: "/v", SubPath: "escape"}, runtime.ErrInvalid},
+		{"symlink subPath", runtime.Volume{Name: "v", HostPath: host, MountPath: "/v", SubPath: "escape"}, runtime.ErrHostPathNotAllowed},
+		{"host path outside the allow-list", runtime.Volume{Name: "v", HostPath: "/etc", MountPath: "/v"}, runtime.ErrHostPathNotAllowed},
+		{"host path through a link", runtime.Volume{Name: "v", HostPath: filepath.Join(host, "escape"), MountPath: "/v"}, runtime.ErrHostPathNotAllowed},
 		{"relative mount path", runtime.Volume{Name: "v", HostPath: host, MountPath: "v"}, runtime.ErrInvalid},
 		{"no backend", runtime.Volume{Name: "v", MountPath: "/v"}, runtime.ErrNotSupported},
 	}
