@@ -13,7 +13,7 @@ command -v unshare >/dev/null || need+=(util-linux)
 command -v make >/dev/null || need+=(make)
 command -v ip >/dev/null || need+=(iproute2)
 command -v mkfs.btrfs >/dev/null || need+=(btrfs-progs) # the disk-quota data root below
-for pkg in python3-ipykernel python3-matplotlib python3-numpy; do
+for pkg in python3-ipykernel python3-matplotlib python3-numpy node-typescript; do
 	dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 command -v node >/dev/null || need+=(nodejs)

@@ -22,6 +22,7 @@ import (
 	"github.com/opensandbox-go/opensandbox/internal/execd/files"
 	"github.com/opensandbox-go/opensandbox/internal/execd/isolation"
 	"github.com/opensandbox-go/opensandbox/internal/execd/metrics"
+	"github.com/opensandbox-go/opensandbox/internal/execd/proc"
 	"github.com/opensandbox-go/opensandbox/internal/execd/procenv"
 	"github.com/opensandbox-go/opensandbox/internal/execd/proxy"
 	"github.com/opensandbox-go/opensandbox/internal/execd/pty"
@@ -119,6 +120,9 @@ func run(args []string) (int, error) {
 	if err := isolation.Bootstrap(); err != nil {
 		return 1, err
 	}
+	// Threads made now are execd's for good; a fork bomb at the pids
+	// limit cannot then starve the Go runtime of one (see proc).
+	proc.ReserveThreads(proc.ReservedThreads)
 	supervised := supervisor.IsSupervisedServer()
 	// The marker and the token are for execd alone: the commands it runs
 	// and the entrypoint must not see them.

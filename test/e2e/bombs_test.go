@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net/http"
+	osexec "os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -134,6 +135,17 @@ func TestResourceBombs(t *testing.T) {
 		Entrypoint:     []string{"tail", "-f", "/dev/null"},
 		Timeout:        ptr[int64](900),
 		ResourceLimits: map[string]string{"cpu": "1", "memory": "256Mi"},
+	})
+	// On failure, what execd and its supervisor said last (a crash's
+	// message), read before the sandbox is deleted.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, c := range containersWithLabel(t, "opensandbox.io/id="+created.ID) {
+			out, _ := osexec.Command("docker", "logs", "--tail", "80", c).CombinedOutput()
+			t.Logf("sandbox container logs (tail):\n%s", out)
+		}
 	})
 	e := s.execd(t, created.ID, false)
 	keeper := e.stream(t, "/command", sandbox.RunCommandRequest{Command: "sleep 100000", Background: true})
