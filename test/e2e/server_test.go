@@ -181,7 +181,10 @@ func TestServerExpiryAndRestart(t *testing.T) {
 	s := startServer(t, serverOpts{storeDir: storeDir, addr: addr})
 	image := minimalImage(t)
 	short := s.create(t, sandbox.CreateSandboxRequest{Image: &sandbox.ImageSpec{URI: image}, Entrypoint: []string{"sleep", "100000"}, Timeout: ptr[int64](2), ResourceLimits: map[string]string{"cpu": "500m"}})
-	later := s.create(t, sandbox.CreateSandboxRequest{Image: &sandbox.ImageSpec{URI: image}, Entrypoint: []string{"sleep", "100000"}, Timeout: ptr[int64](4), ResourceLimits: map[string]string{"cpu": "500m"}})
+	// later must outlive the server's restart (a few seconds on a loaded
+	// machine; 4 s was once too short) and then expire under the restarted
+	// server's re-armed timer.
+	later := s.create(t, sandbox.CreateSandboxRequest{Image: &sandbox.ImageSpec{URI: image}, Entrypoint: []string{"sleep", "100000"}, Timeout: ptr[int64](20), ResourceLimits: map[string]string{"cpu": "500m"}})
 	keep := s.create(t, sandbox.CreateSandboxRequest{Image: &sandbox.ImageSpec{URI: image}, Entrypoint: []string{"sleep", "100000"}, Metadata: map[string]string{"k": "v"}, ResourceLimits: map[string]string{"cpu": "500m"}})
 	s.api(t, "PATCH", "/v1/sandboxes/"+keep.ID+"/metadata", map[string]any{"patched": "yes"}, 200, nil)
 
@@ -201,7 +204,7 @@ func TestServerExpiryAndRestart(t *testing.T) {
 		t.Errorf("after restart: %+v, want metadata override kept and no expiry", got)
 	}
 	s.api(t, "GET", "/v1/sandboxes/"+later.ID, nil, 200, &got)
-	poll(t, "the re-armed expiry to remove the second sandbox", func() bool {
+	pollUntil(t, "the re-armed expiry to remove the second sandbox", time.Until(*later.ExpiresAt)+30*time.Second, func() bool {
 		var er sandbox.ErrorResponse
 		req, _ := http.NewRequest("GET", s.base+"/v1/sandboxes/"+later.ID, nil)
 		req.Header.Set(sandbox.APIKeyHeader, testAPIKey)
