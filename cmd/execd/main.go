@@ -122,7 +122,7 @@ func run(args []string) (int, error) {
 	}
 	// Threads made now are execd's for good; a fork bomb at the pids
 	// limit cannot then starve the Go runtime of one (see proc).
-	proc.ReserveThreads(proc.ReservedThreads)
+	proc.ReserveThreads(proc.ThreadBudget())
 	supervised := supervisor.IsSupervisedServer()
 	// The marker and the token are for execd alone: the commands it runs
 	// and the entrypoint must not see them.
