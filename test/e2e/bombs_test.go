@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
 	osexec "os/exec"
 	"strconv"
@@ -85,27 +86,44 @@ func (p *healthProbe) finish(t *testing.T, what string) {
 // and ps).
 func sandboxProcesses(t *testing.T, e *execdProc) int {
 	t.Helper()
-	ex := e.stream(t, "/command", sandbox.RunCommandRequest{Command: "ps -e -o stat= | grep -vc '^Z'"})
-	if ex.exit != 0 || len(ex.stdout) != 1 {
-		t.Fatalf("counting processes: %q %q exit %d", ex.stdout, ex.stderr, ex.exit)
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(ex.stdout[0]))
-	if err != nil {
-		t.Fatalf("process count %q: %v", ex.stdout[0], err)
+	n, why := countProcesses(t, e)
+	if why != "" {
+		t.Fatal(why)
 	}
 	return n
 }
 
+// countProcesses counts the sandbox's live processes; why says what went
+// wrong when the count could not be taken (while a bomb holds the pids
+// limit, the counting command itself cannot start).
+func countProcesses(t *testing.T, e *execdProc) (n int, why string) {
+	t.Helper()
+	ex := e.stream(t, "/command", sandbox.RunCommandRequest{Command: "ps -e -o stat= | grep -vc '^Z'"})
+	if ex.exit != 0 || len(ex.stdout) != 1 {
+		return 0, fmt.Sprintf("counting processes: %q %q exit %d", ex.stdout, ex.stderr, ex.exit)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(ex.stdout[0]))
+	if err != nil {
+		return 0, fmt.Sprintf("process count %q: %v", ex.stdout[0], err)
+	}
+	return n, ""
+}
+
 // waitProcessesBelow polls until the sandbox has fewer than n processes.
+// A count that cannot be taken (the bomb still fills the pids limit, so
+// no command starts) means "not yet".
 func waitProcessesBelow(t *testing.T, e *execdProc, n int) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		got := sandboxProcesses(t, e)
-		if got < n {
+		got, why := countProcesses(t, e)
+		if why == "" && got < n {
 			return
 		}
 		if time.Now().After(deadline) {
+			if why != "" {
+				t.Fatalf("no process count within 60s: %s", why)
+			}
 			t.Fatalf("sandbox still has %d processes, want fewer than %d", got, n)
 		}
 		time.Sleep(200 * time.Millisecond)
