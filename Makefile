@@ -81,6 +81,12 @@ e2e: build images e2e-clean
 e2e-clean:
 	@ids=$$(docker ps -aq --filter label=io.opensandbox.test=e2e 2>/dev/null); \
 	if [ -n "$$ids" ]; then docker rm -f $$ids >/dev/null; fi
+	@# Network holders (docs/server.md) of servers that did not stop
+	@# cleanly: idle ones, and taken ones whose sandbox (same name hash) is gone.
+	@for n in $$(docker ps -a --filter label=opensandbox.io/netns-holder=true --format '{{.Names}}' 2>/dev/null); do \
+		case $$n in sandbox-netns-idle-*) docker rm -f $$n >/dev/null;; \
+		sandbox-netns-*) docker inspect sandbox-$${n#sandbox-netns-} >/dev/null 2>&1 || docker rm -f $$n >/dev/null;; esac; \
+	done
 
 bench: build images
 	$(GO) run $(GOFLAGS) ./bench/execd -execd $(abspath $(BIN))/execd

@@ -57,11 +57,19 @@ func run(serverBin, execdBin, image string, n int) error {
 	var ours, bare []time.Duration
 	var oursBD, bareBD []breakdown
 	for range n {
+		// The server replaces a warm network holder after each create;
+		// both sides are timed on a quiet engine, after it has.
+		if err := waitWarmNetworks(); err != nil {
+			return err
+		}
 		d, bd, err := apiRound(base, image)
 		if err != nil {
 			return err
 		}
 		ours, oursBD = append(ours, d), append(oursBD, bd)
+		if err := waitWarmNetworks(); err != nil {
+			return err
+		}
 		d, bd, err = dockerRound(image)
 		if err != nil {
 			return err
@@ -73,10 +81,10 @@ func run(serverBin, execdBin, image string, n int) error {
 	p := benchkit.Percentile
 	o50, o95, b50, b95 := p(ours, 50), p(ours, 95), p(bare, 50), p(bare, 95)
 	verdict := "met"
-	if float64(o50)/float64(b50) > 1.0 {
+	if float64(o50)/float64(b50) > 0.8 {
 		verdict = "MISSED"
 	}
-	fmt.Printf("create -> first command (%s, n=%d): API p50 %v p95 %v | docker run -d + docker exec p50 %v p95 %v | ratio p50 %.2f p95 %.2f | target <= 1.0: %s\n",
+	fmt.Printf("create -> first command (%s, n=%d): API p50 %v p95 %v | docker run -d + docker exec p50 %v p95 %v | ratio p50 %.2f p95 %.2f | target <= 0.8: %s\n",
 		image, n, o50.Round(time.Millisecond), o95.Round(time.Millisecond), b50.Round(time.Millisecond), b95.Round(time.Millisecond),
 		float64(o50)/float64(b50), float64(o95)/float64(b95), verdict)
 	return nil
@@ -184,4 +192,28 @@ func dockerRound(image string) (time.Duration, breakdown, error) {
 	}
 	bd.add("docker exec echo hi", time.Since(t1))
 	return d, bd, nil
+}
+
+// warmNetworks is the server's default docker.warm_networks.
+const warmNetworks = 2
+
+// waitWarmNetworks waits until the server has its warm network holders
+// running again (see docs/server.md), so that neither side is timed while
+// the engine starts one.
+func waitWarmNetworks() error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, err := exec.Command("docker", "ps", "-q", "--filter", "label=opensandbox.io/netns-holder=true",
+			"--filter", "name=sandbox-netns-idle-", "--filter", "status=running").Output()
+		if err != nil {
+			return fmt.Errorf("docker ps: %w", err)
+		}
+		if len(strings.Fields(string(out))) >= warmNetworks {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the server did not start its %d warm network holders within a minute", warmNetworks)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the engine, bounded by the deadline
+	}
 }

@@ -47,6 +47,9 @@ type config struct {
 }
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == holdArg {
+		os.Exit(hold())
+	}
 	// A session of the isolated execution API re-executes execd as its
 	// init and in-session server.
 	if code, ok := isolation.RunHelper(os.Args); ok {

@@ -41,6 +41,10 @@ func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, instance ins
 	if pids == 0 {
 		pids = -1 // our 0 means no limit; the driver's 0 means its default
 	}
+	warm := d.WarmNetworks
+	if warm == 0 {
+		warm = -1 // our 0 means none; the driver's 0 means its default
+	}
 	startCtx, cancel := context.WithTimeout(ctx, cfg.Docker.APITimeout())
 	defer cancel()
 	rt, err := docker.New(startCtx, docker.Options{
@@ -56,6 +60,7 @@ func newDockerRuntime(ctx context.Context, cfg serverconfig.Config, instance ins
 		SeccompProfile:       d.SeccompProfile,
 		AppArmorProfile:      d.AppArmorProfile,
 		PidsLimit:            pids,
+		WarmNetworks:         warm,
 		IsolatedExecution:    isolatedExecution(d.IsolatedExecution),
 		Runtime:              cfg.SecureRuntime.DockerRuntime,
 		ExecdCopy:            d.ExecdCopy,

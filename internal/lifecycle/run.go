@@ -39,6 +39,9 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	wg.Go(func() { s.rebuildUntilDone(ctx) })
 	wg.Go(func() { s.reapUnansweredCreates(ctx) })
+	if rn, ok := s.rt.(runtime.Runner); ok {
+		wg.Go(func() { rn.Run(ctx) })
+	}
 	if sw, ok := s.rt.(runtime.Sweeper); ok {
 		wg.Go(func() { s.sweepPeriodically(ctx, sw) })
 	}

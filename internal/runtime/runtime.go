@@ -229,6 +229,14 @@ type Sweeper interface {
 	Sweep(ctx context.Context)
 }
 
+// Runner is implemented by runtimes with background work of their own (the
+// Docker driver keeps network namespaces ready ahead of creates). The
+// server calls Run once; it returns when ctx ends, after that work has
+// stopped and what it kept for later creates is released.
+type Runner interface {
+	Run(ctx context.Context)
+}
+
 // Diagnostics reads what the engine knows about a sandbox.
 type Diagnostics interface {
 	Logs(ctx context.Context, id string, opts LogOptions) ([]byte, error)

@@ -219,6 +219,11 @@ type Docker struct {
 	IsolatedExecution string `toml:"isolated_execution"`
 	// pids_limit: most processes a sandbox may have; default 1024, 0 = no limit.
 	PidsLimit int64 `toml:"pids_limit"`
+	// warm_networks: network namespaces (small holder containers with the
+	// ports published) kept started ahead of creates, so a sandbox
+	// without a network policy starts without waiting for its network;
+	// default 2, 0 = none.
+	WarmNetworks int `toml:"warm_networks"`
 	// execd_copy: copy execd into each sandbox through the engine API
 	// instead of bind-mounting it read-only; needed when the engine runs
 	// on another machine than the server. Default false.
@@ -341,6 +346,7 @@ const (
 	DefaultBridgeNetwork     = "opensandbox"
 	DefaultAPITimeoutSeconds = 180
 	DefaultPidsLimit         = 1024
+	DefaultWarmNetworks      = 2
 	DefaultVolumeSize        = "1Gi"
 	DefaultEgressMode        = "dns+nft"
 	DefaultIngressMode       = "direct"
@@ -379,6 +385,7 @@ func Defaults(home string) Config {
 			DropCapabilities:   DefaultDropCapabilities(),
 			NoNewPrivileges:    true,
 			PidsLimit:          DefaultPidsLimit,
+			WarmNetworks:       DefaultWarmNetworks,
 		},
 		Storage: Storage{AllowedHostPaths: []string{}, VolumeDefaultSize: DefaultVolumeSize},
 		Store:   Store{Type: StoreBbolt, Path: defaultStorePath(home)},

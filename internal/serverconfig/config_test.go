@@ -183,6 +183,7 @@ apparmor_profile = "docker-default"
 no_new_privileges = false
 seccomp_profile = "unconfined"
 pids_limit = 100
+warm_networks = 5
 execd_copy = true
 
 [storage]
@@ -224,7 +225,7 @@ address = "127.0.0.1:7070"
 		Runtime: Runtime{Type: "docker", ExecdPath: filepath.Join(home, "bin/execd")},
 		Docker: Docker{NetworkMode: "host", IsolateSandboxes: false, BridgeNetwork: "osb-net", HostIP: "10.0.0.5", PublishedPortRange: "40000-40999", APITimeoutSeconds: 30,
 			DropCapabilities: []string{"NET_RAW"}, AppArmorProfile: "docker-default", NoNewPrivileges: false,
-			SeccompProfile: "unconfined", PidsLimit: 100, ExecdCopy: true},
+			SeccompProfile: "unconfined", PidsLimit: 100, WarmNetworks: 5, ExecdCopy: true},
 		Storage:       Storage{AllowedHostPaths: []string{"/data", "/srv/shared"}, VolumeDefaultSize: "500Mi"},
 		Store:         Store{Type: "bbolt", Path: "/var/lib/opensandbox/store.db"},
 		SecureRuntime: SecureRuntime{Type: "gvisor", DockerRuntime: "runsc", K8sRuntimeClass: "gvisor"},
@@ -290,6 +291,7 @@ func TestLoadInvalidValues(t *testing.T) {
 		{"api timeout", "[docker]\napi_timeout = 0\n", []string{"docker.api_timeout = 0"}},
 		{"capability", "[docker]\ndrop_capabilities = [\"NET_RAW\", \"bad cap\"]\n", []string{`docker.drop_capabilities[1] = "bad cap"`}},
 		{"pids", "[docker]\npids_limit = -5\n", []string{"docker.pids_limit = -5"}},
+		{"warm networks", "[docker]\nwarm_networks = -1\n", []string{"docker.warm_networks = -1"}},
 		{"host path relative", "[storage]\nallowed_host_paths = [\"data\"]\n", []string{`storage.allowed_host_paths[0] = "data"`}},
 		{"volume size", "[storage]\nvolume_default_size = \"lots\"\n", []string{`storage.volume_default_size = "lots"`}},
 		{"volume size zero", "[storage]\nvolume_default_size = \"0Gi\"\n", []string{`storage.volume_default_size = "0Gi"`}},

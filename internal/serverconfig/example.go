@@ -106,6 +106,7 @@ no_new_privileges = true
 apparmor_profile = ""            # "" = the engine's default
 seccomp_profile = ""             # "" = the engine's default
 pids_limit = 1024                # 0 = no limit
+warm_networks = 2                # network namespaces started ahead of creates; 0 = none
 execd_copy = false               # copy execd in through the engine API instead of a read-only mount
 
 [storage]

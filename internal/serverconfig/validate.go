@@ -122,6 +122,9 @@ func validate(c *Config) (warnings, problems []string) {
 	if d.PidsLimit < 0 {
 		bad("docker.pids_limit", d.PidsLimit, "want 0 (no limit) or more")
 	}
+	if d.WarmNetworks < 0 || d.WarmNetworks > 64 {
+		bad("docker.warm_networks", d.WarmNetworks, "want 0 (none) to 64")
+	}
 	switch d.IsolatedExecution {
 	case "", "off", "on-request", "always":
 	default:

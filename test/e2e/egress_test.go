@@ -352,9 +352,16 @@ func containerByLabel(t *testing.T, label string) string {
 	return ids[0]
 }
 
-// containerIP is the address of the named container on a network.
+// containerIP is the address of the named container on a network: that
+// of the container whose network namespace it shares, if it does (a
+// sandbox in its warm network holder's or its egress sidecar's).
 func containerIP(t *testing.T, name, network string) string {
 	t.Helper()
+	if mode, err := exec.Command("docker", "inspect", "-f", "{{.HostConfig.NetworkMode}}", name).Output(); err == nil {
+		if owner, ok := strings.CutPrefix(strings.TrimSpace(string(mode)), "container:"); ok {
+			name = owner
+		}
+	}
 	out, err := exec.Command("docker", "inspect", "-f",
 		`{{with index .NetworkSettings.Networks "`+network+`"}}{{.IPAddress}}{{end}}`, name).Output()
 	ip := strings.TrimSpace(string(out))

@@ -42,14 +42,18 @@ func (r *Runtime) Address(ctx context.Context, id string, port int) (runtime.Add
 	return r.addressOf(c, id, port)
 }
 
-// useSidecarPorts gives a sandbox behind an egress sidecar the sidecar's
-// network settings: its ports are published there. ErrConflict when the
-// sidecar is not running.
+// useSidecarPorts gives a sandbox in the network namespace of an egress
+// sidecar or a network holder that container's network settings: its
+// ports are published there. ErrConflict when it is not running.
 func (r *Runtime) useSidecarPorts(ctx context.Context, id string, c *container.InspectResponse) error {
 	if c.HostConfig == nil || !c.HostConfig.NetworkMode.IsContainer() {
 		return nil
 	}
-	sc, err := r.liveSidecar(ctx, id, *c)
+	live := r.liveSidecar
+	if holderOf(*c) != "" {
+		live = r.liveHolder
+	}
+	sc, err := live(ctx, id, *c)
 	if err != nil {
 		return err
 	}

@@ -98,6 +98,7 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, ref string, imgL
 	marker := newReadyMarker()
 	cfg.Env = append(cfg.Env, readiness.MarkerEnv+"="+marker)
 	var ca []byte
+	var holder string // the network holder taken, if any
 	phases := runtime.PhasesFrom(ctx)
 	if spec.Egress != nil {
 		end := phases.Start("sidecar")
@@ -111,11 +112,21 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, ref string, imgL
 	} else {
 		end := phases.Start("network")
 		nw, err := r.checkNetwork(ctx)
-		end()
 		if err != nil {
+			end()
 			return "", err
 		}
 		hc.NetworkMode = container.NetworkMode(nw)
+		if r.netns != nil {
+			if hid, ok := r.netns.take(ctx, spec.ID, nw); ok {
+				// The holder owns the namespace and the published ports.
+				defer r.netns.done(hid)
+				hc.NetworkMode = container.NetworkMode("container:" + hid)
+				cfg.ExposedPorts, hc.PortBindings = nil, nil
+				holder = hid
+			}
+		}
+		end()
 	}
 	var platform *ocispec.Platform
 	if p := spec.Platform; p != nil {
@@ -125,6 +136,10 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, ref string, imgL
 	defer func() { end() }()
 	created, err := r.cli.ContainerCreate(ctx, cfg, hc, nil, platform, containerName(spec.ID))
 	if err != nil {
+		if holder != "" {
+			// Without a sandbox container undoCreate cannot find it.
+			r.removeTakenHolder(ctx, spec.ID, holder)
+		}
 		return "", engineErr(err, "docker: sandbox %s: create container", spec.ID)
 	}
 	if r.opts.ExecdCopy {
@@ -172,9 +187,16 @@ func (r *Runtime) undoCreate(ctx context.Context, id, containerID string, sideca
 		}
 	}
 	if containerID != "" {
+		holder := ""
+		if c, err := r.cli.ContainerInspect(ctx, containerID); err == nil {
+			holder = holderOf(c)
+		}
 		err := r.cli.ContainerRemove(ctx, containerID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 		if err != nil && classOf(err) != runtime.ErrNotFound {
 			r.log.ErrorContext(ctx, "remove the container of a failed create", "sandbox", id, "err", err)
+		}
+		if holder != "" {
+			r.removeTakenHolder(ctx, id, holder)
 		}
 	}
 	r.removeVolumes(ctx, id, volumes)

@@ -85,37 +85,44 @@ func (r *Runtime) egressImage(ctx context.Context) (string, error) {
 	ref := egressRepo + ":" + hex.EncodeToString(sum.Sum(nil))[:16]
 	if _, err := r.cli.ImageInspect(ctx, ref); err == nil {
 		r.egressRef = ref
-		r.pruneEgressImages(ctx, ref)
+		r.pruneImages(ctx, egressRepo, ref)
 		return ref, nil
 	}
 	tarball, err := egressRootfs(bin, bundle)
 	if err != nil {
 		return "", err
 	}
-	rc, err := r.cli.ImageImport(ctx, image.ImportSource{Source: bytes.NewReader(tarball), SourceName: "-"}, ref, image.ImportOptions{
-		Changes: []string{`ENTRYPOINT ["/egress"]`, "LABEL io.opensandbox.image=egress"},
-	})
-	if err != nil {
-		return "", engineErr(err, "docker: import the egress image")
+	if err := r.importImage(ctx, ref, tarball, `ENTRYPOINT ["/egress"]`, "LABEL io.opensandbox.image=egress"); err != nil {
+		return "", err
 	}
-	_, _ = io.Copy(io.Discard, rc)
-	rc.Close()
 	r.log.InfoContext(ctx, "egress sidecar image built", "image", ref)
 	r.egressRef = ref
-	r.pruneEgressImages(ctx, ref)
+	r.pruneImages(ctx, egressRepo, ref)
 	return ref, nil
 }
 
-// pruneEgressImages removes sidecar images of older egress binaries; the
-// engine refuses to remove one a container still uses, which is fine.
-func (r *Runtime) pruneEgressImages(ctx context.Context, keep string) {
-	imgs, err := r.cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("reference", egressRepo))})
+// importImage imports tarball as the local image ref with the Dockerfile
+// changes given: no registry is involved.
+func (r *Runtime) importImage(ctx context.Context, ref string, tarball []byte, changes ...string) error {
+	rc, err := r.cli.ImageImport(ctx, image.ImportSource{Source: bytes.NewReader(tarball), SourceName: "-"}, ref, image.ImportOptions{Changes: changes})
+	if err != nil {
+		return engineErr(err, "docker: import the image %s", ref)
+	}
+	_, _ = io.Copy(io.Discard, rc)
+	return rc.Close()
+}
+
+// pruneImages removes the images of repo other than keep (those of older
+// binaries); the engine refuses to remove one a container still uses,
+// which is fine.
+func (r *Runtime) pruneImages(ctx context.Context, repo, keep string) {
+	imgs, err := r.cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("reference", repo))})
 	if err != nil {
 		return
 	}
 	for _, img := range imgs {
 		for _, tag := range img.RepoTags {
-			if tag != keep && strings.HasPrefix(tag, egressRepo+":") {
+			if tag != keep && strings.HasPrefix(tag, repo+":") {
 				_, _ = r.cli.ImageRemove(ctx, tag, image.RemoveOptions{PruneChildren: true})
 			}
 		}
@@ -395,9 +402,15 @@ var errSidecarDown = errors.New("the egress sidecar is not running; the sandbox 
 
 var _ runtime.Sweeper = (*Runtime)(nil)
 
-// Sweep removes orphan egress sidecars (see removeOrphanSidecars); New
-// does it once, the server again periodically.
-func (r *Runtime) Sweep(ctx context.Context) { r.removeOrphanSidecars(ctx) }
+// Sweep removes orphan egress sidecars (see removeOrphanSidecars) and
+// network holders (see netPool.sweep); New removes orphan sidecars once,
+// the server calls Sweep periodically.
+func (r *Runtime) Sweep(ctx context.Context) {
+	r.removeOrphanSidecars(ctx)
+	if r.netns != nil {
+		r.netns.sweep(ctx)
+	}
+}
 
 // removeOrphanSidecars removes sidecars whose sandbox container is gone
 // (removed behind the server's back, or a crash between the two removals

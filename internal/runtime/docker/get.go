@@ -41,14 +41,29 @@ func (r *Runtime) Get(ctx context.Context, id string) (runtime.Sandbox, error) {
 		return runtime.Sandbox{}, err
 	}
 	sb := sandboxFromInspect(c)
-	if sb.EgressToken != "" && sb.State == sandbox.StateRunning {
+	if sb.State != sandbox.StateRunning {
+		return sb, nil
+	}
+	if sb.EgressToken != "" {
 		if _, err := r.liveSidecar(ctx, id, c); errors.Is(err, errSidecarDown) {
 			markSidecarDown(&sb)
 		} else if err != nil {
 			return runtime.Sandbox{}, err
 		}
+	} else if holderOf(c) != "" {
+		if _, err := r.liveHolder(ctx, id, c); errors.Is(err, errHolderDown) {
+			markHolderDown(&sb)
+		} else if err != nil {
+			return runtime.Sandbox{}, err
+		}
 	}
 	return sb, nil
+}
+
+// markHolderDown reports a running sandbox whose network holder is gone
+// as failed: it has no network left.
+func markHolderDown(sb *runtime.Sandbox) {
+	sb.State, sb.Reason, sb.Message = sandbox.StateFailed, "NETWORK_HOLDER_DOWN", errHolderDown.Error()
 }
 
 // markSidecarDown reports a running sandbox whose sidecar is gone as
@@ -91,6 +106,10 @@ func (r *Runtime) List(ctx context.Context) ([]runtime.Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	holderUp, err := r.runningHolders(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]runtime.Sandbox, 0, len(cs))
 	for _, c := range cs {
 		id := c.Labels[labelID]
@@ -105,8 +124,14 @@ func (r *Runtime) List(ctx context.Context) ([]runtime.Sandbox, error) {
 		}
 		if st, ok := summaryState(c.State, sb.CreatedAt); ok {
 			sb.State, sb.Reason, sb.Message, sb.LastTransitionAt = st.State, st.Reason, st.Message, st.At
-			if sb.EgressToken != "" && sb.State == sandbox.StateRunning && !sidecarUp[sb.ID] {
-				markSidecarDown(&sb)
+			if sb.State == sandbox.StateRunning {
+				nm := container.NetworkMode(c.HostConfig.NetworkMode)
+				switch {
+				case sb.EgressToken != "" && !sidecarUp[sb.ID]:
+					markSidecarDown(&sb)
+				case sb.EgressToken == "" && nm.IsContainer() && !holderUp[nm.ConnectedContainer()]:
+					markHolderDown(&sb)
+				}
 			}
 			out = append(out, sb)
 			continue

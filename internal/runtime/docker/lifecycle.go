@@ -35,8 +35,15 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	var volumes []string
+	if !found {
+		// A create interrupted after it took a network holder.
+		if err := r.removeHolder(ctx, id, true); err != nil {
+			return err
+		}
+	}
 	if found {
 		volumes = newLabelView(c.Config.Labels).managedVolumes()
+		holder := holderOf(c)
 		err := r.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 		if removalInProgress(err) {
 			// Another server sharing this engine (an expiry it found at
@@ -46,6 +53,11 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 		}
 		if err != nil && classOf(err) != runtime.ErrNotFound {
 			return engineErr(err, "docker: delete sandbox %s", id)
+		}
+		if holder != "" {
+			if err := r.removeContainer(ctx, holder); err != nil {
+				return fmt.Errorf("docker: delete sandbox %s: its network holder: %w", id, err)
+			}
 		}
 		r.log.InfoContext(ctx, "sandbox deleted", "sandbox", id)
 	}

@@ -195,7 +195,7 @@ func newID(t *testing.T) string {
 				t.Logf("logs of %s:\n%s", containerName(id), out)
 			}
 		}
-		exec.Command("docker", "rm", "-f", "-v", containerName(id)).Run()
+		exec.Command("docker", "rm", "-f", "-v", containerName(id), holderName(id)).Run()
 	})
 	return id
 }

@@ -111,6 +111,13 @@ type Options struct {
 	// packets from the sandbox bridge to link-local metadata addresses
 	// (see metadataGuard).
 	AllowMetadata bool
+	// WarmNetworks is how many network holders (netns.go) are kept
+	// started ahead of creates, so that a sandbox without a network
+	// policy joins a network namespace that is already set up; 0 means
+	// DefaultWarmNetworks, <0 none. The pool fills while Run runs. Not
+	// in host network mode, nor with an OCI runtime whose network stack
+	// is not the host kernel's.
+	WarmNetworks int
 	// ExecdCopy copies execd into each container through the API (for a
 	// remote engine) instead of bind-mounting ExecdPath read-only.
 	ExecdCopy bool
@@ -185,6 +192,8 @@ type Runtime struct {
 	// creating holds the ids of sandboxes this runtime is creating, whose
 	// sidecar may exist before their container: never orphans.
 	creating sync.Map
+	// netns keeps network holders ready; nil when there are none.
+	netns *netPool
 	// egressRef caches the sidecar image built from EgressPath.
 	egressMu  sync.Mutex
 	egressRef string
@@ -274,6 +283,9 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	r.removeOrphanSidecars(ctx)
+	if opts.WarmNetworks > 0 && r.network != networkHost && kernelNetworking(opts.Runtime) {
+		r.netns = newNetPool(r, opts.WarmNetworks)
+	}
 	return r, nil
 }
 
@@ -294,6 +306,9 @@ func (o *Options) setDefaults() error {
 		if !userNetworkName(o.NetworkMode) {
 			return fmt.Errorf("docker: network mode %q: want bridge, host or the name of a user-defined network: %w", o.NetworkMode, runtime.ErrInvalid)
 		}
+	}
+	if o.WarmNetworks == 0 {
+		o.WarmNetworks = DefaultWarmNetworks
 	}
 	if o.IsolateSandboxes == nil {
 		yes := true
