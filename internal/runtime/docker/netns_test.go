@@ -185,6 +185,7 @@ func TestWarmNetworkOrphanSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost := newID(t)
+	waitWarm(t, r, 1) // the pool refills after each take
 	hid, ok := r.netns.take(testCtx(t), lost, nw)
 	if !ok {
 		t.Fatal("take found no idle holder")
@@ -209,6 +210,7 @@ func TestWarmNetworkOrphanSweep(t *testing.T) {
 	// Delete of a sandbox whose create was cut after the take (the
 	// create journal's way) removes its holder too.
 	lost2 := newID(t)
+	waitWarm(t, r, 1)
 	hid2, ok := r.netns.take(testCtx(t), lost2, nw)
 	if !ok {
 		t.Fatal("take found no idle holder")
