@@ -108,19 +108,30 @@ func trickle(t *testing.T, conn net.Conn, data string, interval time.Duration) (
 	return sent, string(b)
 }
 
+// postCommand opens a connection to addr and sends the head of a
+// POST /command declaring a body of length bytes, then start (all or part
+// of that body, or nothing); the connection closes with the test.
+func postCommand(t *testing.T, addr string, length int, start string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := fmt.Fprintf(conn, "POST /command HTTP/1.1\r\nHost: execd\r\n%s: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		sandbox.AccessTokenHeader, testToken, length, start); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
 // A body sent one byte at a time is cut off by the body deadline; before,
 // nothing bounded it and the connection stayed open as long as the client
 // kept trickling.
 func TestSlowBodyIsCutOff(t *testing.T) {
 	addr := serveReal(t, time.Second, httpmw.BodyLimits{Idle: 500 * time.Millisecond, MinRate: 1024, Grace: 500 * time.Millisecond})
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	body := `{"command":"echo never","envs":{"PAD":"` + strings.Repeat("x", 60) + `"}}`
-	fmt.Fprintf(conn, "POST /command HTTP/1.1\r\nHost: execd\r\n%s: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
-		sandbox.AccessTokenHeader, testToken, len(body))
+	conn := postCommand(t, addr, len(body), "")
 	sent, reply := trickle(t, conn, body, 100*time.Millisecond)
 	if sent >= len(body) {
 		t.Fatalf("the server read all %d bytes of a body sent at 10 B/s; reply %q", sent, reply)
@@ -215,14 +226,8 @@ func TestSteadyBodyAndLongStreamPass(t *testing.T) {
 // connection being held for as long as the client likes.
 func TestJSONBodyWithoutEOFIsTimedOut(t *testing.T) {
 	addr := serveReal(t, time.Second, httpmw.BodyLimits{Idle: 300 * time.Millisecond, MinRate: 1024, Grace: 300 * time.Millisecond})
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	body := `{"command":"echo never"}`
-	fmt.Fprintf(conn, "POST /command HTTP/1.1\r\nHost: execd\r\n%s: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-		sandbox.AccessTokenHeader, testToken, len(body)+16, body)
+	conn := postCommand(t, addr, len(body)+16, body)
 	// The server must give up on its own: far later than the limits, but
 	// well before this deadline.
 	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
