@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 )
@@ -146,17 +147,28 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 	body := http.MaxBytesReader(w, r.Body, limit)
 	dec := json.NewDecoder(body)
 	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return New(http.StatusRequestEntityTooLarge, CodeRequestTooLarge, "request body exceeds %d bytes", limit)
-		}
-		if e := BodyTimeout(err); e != nil {
+		if e := bodyReadError(err, limit); e != nil {
 			return e
 		}
 		return Wrap(err, http.StatusBadRequest, CodeInvalidRequestBody, "invalid JSON body: %v", err)
 	}
-	if dec.More() {
+	// The body must end after the value. More cannot tell the end from a
+	// failed read (a client that stalls before its declared end); Token can.
+	if _, err := dec.Token(); err != io.EOF {
+		if e := bodyReadError(err, limit); e != nil {
+			return e
+		}
 		return BadRequest(CodeInvalidRequestBody, "invalid JSON body: trailing data after the JSON value")
 	}
 	return nil
+}
+
+// bodyReadError is the error for a body read that failed for its size or
+// its slowness, nil for any other failure.
+func bodyReadError(err error, limit int64) *Error {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return New(http.StatusRequestEntityTooLarge, CodeRequestTooLarge, "request body exceeds %d bytes", limit)
+	}
+	return BodyTimeout(err)
 }

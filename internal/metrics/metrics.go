@@ -9,9 +9,9 @@ package metrics
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"time"
 
+	"github.com/opensandbox-go/opensandbox/internal/httpmetrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -27,9 +27,7 @@ type StateCounter func(ctx context.Context) (map[string]int, error)
 type Metrics struct {
 	reg *prometheus.Registry
 
-	requests     *prometheus.CounterVec
-	latency      *prometheus.HistogramVec
-	inFlight     prometheus.Gauge
+	http         *httpmetrics.Metrics
 	creates      *prometheus.HistogramVec
 	deletes      *prometheus.HistogramVec
 	engineErrors *prometheus.CounterVec
@@ -40,19 +38,11 @@ type Metrics struct {
 // states may be nil (no sandboxes-by-state gauge).
 func New(states StateCounter) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
-	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Subsystem: "http", Name: "requests_total",
-		Help: "HTTP requests answered, by route pattern, method and status code.",
-	}, []string{"route", "method", "code"})
-	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: namespace, Subsystem: "http", Name: "request_duration_seconds",
-		Help: "Time to answer an HTTP request (to its end, streams included), by route pattern and method.",
+	m.http = httpmetrics.New(httpmetrics.Options{
+		Namespace: namespace,
 		// Up to 10 min: creates wait for image pulls, proxied streams last.
 		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
-	}, []string{"route", "method"})
-	m.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: namespace, Subsystem: "http", Name: "requests_in_flight",
-		Help: "HTTP requests being served, proxied streams and WebSockets included.",
+		Method:  true,
 	})
 	lifecycleBuckets := []float64{.05, .1, .25, .5, 1, 2, 5, 10, 30, 60, 120, 300}
 	m.creates = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -73,7 +63,8 @@ func New(states StateCounter) *Metrics {
 		Namespace: namespace, Subsystem: "expiry", Name: "actions_total",
 		Help: "Expiry actions: deletions of expired sandboxes and what became of them (deleted, gone, failed).",
 	}, []string{"result"})
-	m.reg.MustRegister(m.requests, m.latency, m.inFlight, m.creates, m.deletes, m.engineErrors, m.expiry,
+	m.reg.MustRegister(m.http.Collectors()...)
+	m.reg.MustRegister(m.creates, m.deletes, m.engineErrors, m.expiry,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if states != nil {
@@ -142,81 +133,15 @@ func (m *Metrics) ExpiryAction(result string) {
 }
 
 // Instrument counts and times the requests next serves by the pattern
-// of the http.ServeMux route that matched (r.Pattern after next returns;
-// "unmatched" for none), so labels stay few whatever the paths. Put it
-// directly around the ServeMux, inside anything that replaces the request.
+// of the http.ServeMux route that matched ("unmatched" for none), so
+// labels stay few whatever the paths (see httpmetrics). Put it directly
+// around the ServeMux, inside anything that replaces the request.
 func (m *Metrics) Instrument(next http.Handler) http.Handler {
 	if m == nil {
 		return next
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		m.inFlight.Inc()
-		rec := &statusWriter{ResponseWriter: w}
-		defer func() {
-			m.inFlight.Dec()
-			route := r.Pattern
-			if route == "" || route == "/" {
-				route = "unmatched"
-			}
-			code := rec.status
-			if code == 0 {
-				code = http.StatusOK
-			}
-			if v := recover(); v != nil {
-				// An aborted reply (a cut stream) counts with what was sent.
-				m.requests.WithLabelValues(route, methodLabel(r.Method), "aborted").Inc()
-				m.latency.WithLabelValues(route, methodLabel(r.Method)).Observe(time.Since(start).Seconds())
-				panic(v)
-			}
-			m.requests.WithLabelValues(route, methodLabel(r.Method), strconv.Itoa(code)).Inc()
-			m.latency.WithLabelValues(route, methodLabel(r.Method)).Observe(time.Since(start).Seconds())
-		}()
-		next.ServeHTTP(rec, r)
-	})
+	return m.http.Middleware(next)
 }
-
-// methodLabel keeps the method label to the standard methods (the proxy
-// accepts any method).
-func methodLabel(m string) string {
-	switch m {
-	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
-		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
-		return m
-	}
-	return "other"
-}
-
-// statusWriter remembers the status sent.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 && code >= 200 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(p []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(p)
-}
-
-// Flush serves handlers that assert http.Flusher.
-func (s *statusWriter) Flush() {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	http.NewResponseController(s.ResponseWriter).Flush()
-}
-
-// Unwrap lets http.ResponseController reach the server's writer.
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // stateCollector asks the runtime for sandboxes by state at each scrape.
 type stateCollector struct {

@@ -35,10 +35,10 @@ func TestInstrumentLabelsByPattern(t *testing.T) {
 	for _, p := range []string{"/things/a", "/things/b", "/nowhere"} {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", p, nil))
 	}
-	if n := testutil.ToFloat64(m.requests.WithLabelValues("GET /things/{id}", "GET", "418")); n != 2 {
+	if n := testutil.ToFloat64(m.http.Requests().WithLabelValues("GET /things/{id}", "GET", "418")); n != 2 {
 		t.Errorf("requests for the pattern = %v, want 2", n)
 	}
-	if n := testutil.ToFloat64(m.requests.WithLabelValues("unmatched", "GET", "404")); n != 1 {
+	if n := testutil.ToFloat64(m.http.Requests().WithLabelValues("unmatched", "GET", "404")); n != 1 {
 		t.Errorf("unmatched requests = %v, want 1", n)
 	}
 	// A failing state count is counted, not fatal to the scrape.

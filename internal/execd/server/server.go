@@ -53,12 +53,14 @@ type Config struct {
 	// ReadHeaderTimeout bounds the reading of a request's headers;
 	// default DefaultReadHeaderTimeout.
 	ReadHeaderTimeout time.Duration
-	// BodyReadTimeout and BodyProgressBytes bound the reading of a request
-	// body by progress (see bodyDeadline); defaults DefaultBodyReadTimeout
-	// and DefaultBodyProgressBytes.
-	BodyReadTimeout   time.Duration
-	BodyProgressBytes int64
+	// BodyLimits bound how long a client may take to send a request body
+	// (httpmw.BoundBody, by progress); the zero value means
+	// httpmw.DefaultBodyLimits, those of every server in the project.
+	BodyLimits httpmw.BodyLimits
 }
+
+// DefaultReadHeaderTimeout is the default of Config.ReadHeaderTimeout.
+const DefaultReadHeaderTimeout = 10 * time.Second
 
 // Server is execd's HTTP API.
 type Server struct {
@@ -76,11 +78,8 @@ func New(cfg Config) *Server {
 	if cfg.ReadHeaderTimeout <= 0 {
 		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
 	}
-	if cfg.BodyReadTimeout <= 0 {
-		cfg.BodyReadTimeout = DefaultBodyReadTimeout
-	}
-	if cfg.BodyProgressBytes <= 0 {
-		cfg.BodyProgressBytes = DefaultBodyProgressBytes
+	if cfg.BodyLimits == (httpmw.BodyLimits{}) {
+		cfg.BodyLimits = httpmw.DefaultBodyLimits
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux()}
 	s.tel = telemetry.New(telemetry.Gauges{
@@ -93,7 +92,8 @@ func New(cfg Config) *Server {
 		s.mux.HandleFunc(rt.pattern, rt.handler)
 	}
 	s.mux.HandleFunc("/", s.notFound)
-	s.handler = s.tel.Middleware(s.recover(s.logRequests(s.bodyDeadline(s.auth(s.mux)))))
+	// BoundBody is outermost so that it sees the connection's own writer.
+	s.handler = httpmw.BoundBody(s.tel.Middleware(s.recover(s.logRequests(s.auth(s.mux)))), cfg.BodyLimits)
 	return s
 }
 
