@@ -98,58 +98,71 @@ func TestServerProxyDuplexStream(t *testing.T) {
 	})
 
 	for i := range 3 { // a fresh upstream connection, then reused ones
-		const half = 200 << 10
-		first, second := strings.Repeat("a", half), strings.Repeat("b", half)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		pr, pw := io.Pipe()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/upload", pr)
-		if err != nil {
-			t.Fatal(err)
+		if err := duplexExchange(base, 200<<10); err != nil {
+			t.Fatalf("exchange %d: %v", i, err)
 		}
-		req.ContentLength = 2 * half
-		req.Header.Set(sandbox.APIKeyHeader, testAPIKey)
-		sent := make(chan error, 1)
-		ready := make(chan struct{})
-		go func() {
-			if _, err := io.WriteString(pw, first); err != nil {
-				sent <- err
-				return
+	}
+}
+
+// duplexExchange posts a body of 2*half bytes to the duplex service at
+// base, sending its second half only once the reply's first line
+// ("ready") has arrived, and checks that the reply ends with the body's
+// full size. It returns once its sending goroutine has ended.
+func duplexExchange(base string, half int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pr, pw := io.Pipe()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/upload", pr)
+	if err != nil {
+		return err
+	}
+	req.ContentLength = int64(2 * half)
+	req.Header.Set(sandbox.APIKeyHeader, testAPIKey)
+	ready := make(chan struct{})
+	sent := make(chan struct{}) // closed when the sender has ended
+	var sendErr error
+	go func() {
+		defer close(sent)
+		sendErr = func() error {
+			if _, err := io.WriteString(pw, strings.Repeat("a", half)); err != nil {
+				return err
 			}
 			select {
 			case <-ready:
 			case <-ctx.Done():
-				pw.CloseWithError(ctx.Err())
-				sent <- ctx.Err()
-				return
+				return ctx.Err()
 			}
-			_, err := io.WriteString(pw, second)
-			pw.CloseWithError(err)
-			sent <- err
+			_, err := io.WriteString(pw, strings.Repeat("b", half))
+			return err
 		}()
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			cancel()
-			t.Fatalf("exchange %d: %v (the reply's headers never came while the body was open)", i, err)
-		}
-		br := bufio.NewReader(resp.Body)
-		line, err := br.ReadString('\n')
-		if err != nil || line != "ready\n" {
-			cancel()
-			t.Fatalf("exchange %d: first line %q, %v; want ready (streamed before the body was read)", i, line, err)
-		}
-		close(ready)
-		rest, err := io.ReadAll(br)
-		resp.Body.Close()
-		serr := <-sent
+		pw.CloseWithError(sendErr)
+	}()
+	defer func() {
 		cancel()
-		if err != nil {
-			t.Fatalf("exchange %d: the reply was cut after %q: %v", i, rest, err)
-		}
-		if serr != nil {
-			t.Fatalf("exchange %d: sending the body: %v", i, serr)
-		}
-		if want := fmt.Sprintf("received %d\n", 2*half); string(rest) != want {
-			t.Fatalf("exchange %d: reply ends %q, want %q", i, rest, want)
-		}
+		pr.CloseWithError(context.Canceled) // unblocks a write nobody reads
+		<-sent
+	}()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w (the reply's headers never came while the body was open)", err)
 	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	line, err := br.ReadString('\n')
+	if err != nil || line != "ready\n" {
+		return fmt.Errorf("first line %q, %v; want ready (streamed before the body was read)", line, err)
+	}
+	close(ready)
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		return fmt.Errorf("the reply was cut after %q: %w", rest, err)
+	}
+	if want := fmt.Sprintf("received %d\n", 2*half); string(rest) != want {
+		return fmt.Errorf("reply ends %q, want %q", rest, want)
+	}
+	<-sent // the service got the whole body, so the sender is done
+	if sendErr != nil {
+		return fmt.Errorf("sending the body: %w", sendErr)
+	}
+	return nil
 }
