@@ -137,3 +137,47 @@ func TestSteadyProxiedUploadPasses(t *testing.T) {
 		t.Fatalf("steady upload through the proxy = %d %s", resp.StatusCode, b)
 	}
 }
+
+// TestProxiedStreamOutlivesBodyLimits: the body limits bound only the
+// wait for the client's body. A reply the sandbox streams for longer than
+// Idle and Grace together, after a POST body and on a GET, reaches the
+// client whole, and the next request on the same connections works.
+func TestProxiedStreamOutlivesBodyLimits(t *testing.T) {
+	const lines = 10
+	p := newProxyEnv(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		for i := range lines {
+			fmt.Fprintf(w, "line %d\n", i)
+			w.(http.Flusher).Flush()
+			time.Sleep(500 * time.Millisecond) // the sandbox's pace: 5 s in all
+		}
+	}), func(c *Config) { c.BodyLimits = slowLimits })
+	addr := serveReal(t, p.testEnv)
+	var want strings.Builder
+	for i := range lines {
+		fmt.Fprintf(&want, "line %d\n", i)
+	}
+	for i, method := range []string{http.MethodPost, http.MethodGet, http.MethodPost} {
+		var body io.Reader
+		if method == http.MethodPost {
+			body = strings.NewReader(`{"command":"stream"}`)
+		}
+		req, _ := http.NewRequest(method, "http://"+addr+"/sandboxes/sb1/proxy/8080/stream", body)
+		req.Header.Set(sandbox.APIKeyHeader, testAPIKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("request %d (%s): %v", i, method, err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || string(b) != want.String() {
+			t.Fatalf("request %d (%s) = %d %q, %v; want the whole stream", i, method, resp.StatusCode, b, err)
+		}
+	}
+	if logs := p.logs.String(); strings.Contains(logs, "proxied reply cut") {
+		t.Errorf("the server logged a cut reply:\n%s", logs)
+	}
+}

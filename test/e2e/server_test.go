@@ -387,6 +387,27 @@ func TestServerProxy(t *testing.T) {
 			t.Errorf("the sandbox saw the caller's credential %q", secret)
 		}
 	}
+	// Nor through execd's own proxy on the direct endpoint: clients that
+	// talk to execd directly (the official JS SDK) send the API key too.
+	var ep sandbox.Endpoint
+	s.api(t, "GET", fmt.Sprintf("/v1/sandboxes/%s/endpoints/3001", sb.ID), nil, 200, &ep)
+	direct, _ := http.NewRequest("GET", "http://"+ep.Endpoint+"/cgi-bin/env", nil)
+	for k, v := range ep.Headers {
+		direct.Header.Set(k, v)
+	}
+	direct.Header.Set(sandbox.APIKeyHeader, testAPIKey)
+	dresp, err := http.DefaultClient.Do(direct)
+	if err != nil {
+		t.Fatalf("cgi through the direct endpoint %s: %v", ep.Endpoint, err)
+	}
+	b, _ := io.ReadAll(dresp.Body)
+	dresp.Body.Close()
+	if dresp.StatusCode != 200 || !strings.Contains(string(b), "HTTP_HOST=") {
+		t.Fatalf("cgi through the direct endpoint %s = %d %s", ep.Endpoint, dresp.StatusCode, b)
+	}
+	if strings.Contains(string(b), testAPIKey) {
+		t.Errorf("execd's proxy passed the server's API key to the sandbox's service:\n%s", b)
+	}
 	// The proxy needs the API key by default: without it nothing reaches
 	// the sandbox.
 	for _, key := range []string{"", "wrong-key"} {

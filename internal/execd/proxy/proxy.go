@@ -19,6 +19,7 @@ import (
 
 	"github.com/opensandbox-go/opensandbox/internal/apierror"
 	"github.com/opensandbox-go/opensandbox/internal/httpmw"
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
 // DefaultHost is the address requests are forwarded to when Options.Host is empty.
@@ -29,7 +30,11 @@ type Options struct {
 	// Host is the address every request is forwarded to; default 127.0.0.1.
 	Host string
 	// StripHeaders are request headers removed before forwarding, such as
-	// execd's own access token.
+	// execd's own access token. The lifecycle server's API key
+	// (sandbox.APIKeyHeader) is always removed: clients that talk to
+	// execd directly may send it along (the official JS SDK does), and it
+	// is a credential for the whole platform, never for a service inside
+	// one sandbox.
 	StripHeaders []string
 	// Logger receives diagnostics; default slog.Default().
 	Logger *slog.Logger
@@ -64,6 +69,7 @@ func New(opts Options) *Proxy {
 	if p.log == nil {
 		p.log = slog.Default()
 	}
+	p.strip = []string{http.CanonicalHeaderKey(sandbox.APIKeyHeader)}
 	for _, h := range opts.StripHeaders {
 		p.strip = append(p.strip, http.CanonicalHeaderKey(h))
 	}

@@ -117,6 +117,8 @@ func TestHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.Header.Set(sandbox.AccessTokenHeader, "secret")
+	req.Header.Set(sandbox.APIKeyHeader, "platform-key")
+	req.Header.Add(strings.ToLower(sandbox.APIKeyHeader), "platform-key-2")
 	req.Header.Set("X-Custom", "keep")
 	req.Header.Set("Authorization", "Bearer app-token")
 	req.Header.Set("X-Forwarded-For", "10.0.0.1")
@@ -129,6 +131,7 @@ func TestHeaders(t *testing.T) {
 	s := <-got
 	checks := []struct{ header, want string }{
 		{sandbox.AccessTokenHeader, ""},
+		{sandbox.APIKeyHeader, ""},
 		{"X-Custom", "keep"},
 		{"Authorization", "Bearer app-token"},
 		{"X-Forwarded-For", "10.0.0.1, 127.0.0.1"},
