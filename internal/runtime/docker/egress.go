@@ -416,10 +416,7 @@ func (r *Runtime) Sweep(ctx context.Context) {
 // (removed behind the server's back, or a crash between the two removals
 // of Delete, or between the two creates of Create). Failures are logged.
 func (r *Runtime) removeOrphanSidecars(ctx context.Context) {
-	f := filters.NewArgs(filters.Arg("label", labelEgressOf))
-	for k, v := range r.opts.Labels {
-		f.Add("label", k+"="+v)
-	}
+	f := r.scopedFilter(filters.Arg("label", labelEgressOf))
 	cs, err := r.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil {
 		r.log.WarnContext(ctx, "list egress sidecars", "err", err)

@@ -38,15 +38,21 @@ func execdArchive(p string) ([]byte, error) {
 // optArchive is a tar stream, to extract at "/", that puts one file named
 // name into /opt/opensandbox (creating the directories).
 func optArchive(name string, mode int64, data []byte) ([]byte, error) {
+	return fileArchive([]string{"opt/", "opt/opensandbox/"}, "opt/opensandbox/"+name, mode, data)
+}
+
+// fileArchive is a tar stream of the directories dirs (mode 0755) and one
+// file at path p.
+func fileArchive(dirs []string, p string, mode int64, data []byte) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	now := time.Now()
-	for _, d := range []string{"opt/", "opt/opensandbox/"} {
+	for _, d := range dirs {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755, ModTime: now}); err != nil {
 			return nil, err
 		}
 	}
-	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: "opt/opensandbox/" + name, Mode: mode, Size: int64(len(data)), ModTime: now}
+	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: p, Mode: mode, Size: int64(len(data)), ModTime: now}
 	if err := tw.WriteHeader(hdr); err != nil {
 		return nil, err
 	}

@@ -94,10 +94,7 @@ func sandboxFromInspect(c container.InspectResponse) runtime.Sandbox {
 // list lacks their exit code). For live sandboxes LastTransitionAt is
 // the creation time: the list has no start time.
 func (r *Runtime) List(ctx context.Context) ([]runtime.Sandbox, error) {
-	f := filters.NewArgs(filters.Arg("label", labelID))
-	for k, v := range r.opts.Labels {
-		f.Add("label", k+"="+v)
-	}
+	f := r.scopedFilter(filters.Arg("label", labelID))
 	cs, err := r.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil {
 		return nil, engineErr(err, "docker: list sandboxes")
@@ -150,10 +147,7 @@ func (r *Runtime) List(ctx context.Context) ([]runtime.Sandbox, error) {
 
 // runningSidecars returns the ids of the sandboxes whose egress sidecar runs.
 func (r *Runtime) runningSidecars(ctx context.Context) (map[string]bool, error) {
-	f := filters.NewArgs(filters.Arg("label", labelEgressOf), filters.Arg("status", "running"))
-	for k, v := range r.opts.Labels {
-		f.Add("label", k+"="+v)
-	}
+	f := r.scopedFilter(filters.Arg("label", labelEgressOf), filters.Arg("status", "running"))
 	cs, err := r.cli.ContainerList(ctx, container.ListOptions{Filters: f})
 	if err != nil {
 		return nil, engineErr(err, "docker: list egress sidecars")

@@ -112,3 +112,13 @@ func (r *Runtime) removeScopedSidecar(ctx context.Context, id string) error {
 	}
 	return r.removeSidecar(ctx, id)
 }
+
+// scopedFilter is a list filter of args narrowed to this runtime's
+// objects (Options.Labels and the instance label).
+func (r *Runtime) scopedFilter(args ...filters.KeyValuePair) filters.Args {
+	f := filters.NewArgs(args...)
+	for k, v := range r.opts.Labels {
+		f.Add("label", k+"="+v)
+	}
+	return f
+}

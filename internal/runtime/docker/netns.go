@@ -1,8 +1,6 @@
 package docker
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -359,7 +357,7 @@ func (p *netPool) image(ctx context.Context) (string, error) {
 	sum := sha256.Sum256(bin)
 	ref := netnsRepo + ":" + hex.EncodeToString(sum[:])[:16]
 	if _, err := p.r.cli.ImageInspect(ctx, ref); err != nil {
-		tarball, err := rootArchive("execd", 0o755, bin)
+		tarball, err := fileArchive(nil, "execd", 0o755, bin)
 		if err != nil {
 			return "", err
 		}
@@ -371,22 +369,6 @@ func (p *netPool) image(ctx context.Context) (string, error) {
 	p.imageRef = ref
 	p.r.pruneImages(ctx, netnsRepo, ref)
 	return ref, nil
-}
-
-// rootArchive is a tar stream holding one file at the root.
-func rootArchive(name string, mode int64, data []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(data)), ModTime: time.Now()}); err != nil {
-		return nil, err
-	}
-	if _, err := tw.Write(data); err != nil {
-		return nil, err
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
 
 func isIdleHolder(c container.Summary) bool {
@@ -417,12 +399,9 @@ func holderNetwork(c container.Summary) string {
 // listHolders lists this runtime's network holders (running ones only
 // when running is set).
 func (r *Runtime) listHolders(ctx context.Context, running bool) ([]container.Summary, error) {
-	f := filters.NewArgs(filters.Arg("label", labelNetnsHolder+"=true"))
+	f := r.scopedFilter(filters.Arg("label", labelNetnsHolder+"=true"))
 	if running {
 		f.Add("status", "running")
-	}
-	for k, v := range r.opts.Labels {
-		f.Add("label", k+"="+v)
 	}
 	cs, err := r.cli.ContainerList(ctx, container.ListOptions{All: !running, Filters: f})
 	if err != nil {
@@ -434,10 +413,7 @@ func (r *Runtime) listHolders(ctx context.Context, running bool) ([]container.Su
 // usedNetworkOwners returns the ids of the containers whose network
 // namespace this runtime's sandbox containers share.
 func (r *Runtime) usedNetworkOwners(ctx context.Context) (map[string]bool, error) {
-	f := filters.NewArgs(filters.Arg("label", labelID))
-	for k, v := range r.opts.Labels {
-		f.Add("label", k+"="+v)
-	}
+	f := r.scopedFilter(filters.Arg("label", labelID))
 	cs, err := r.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 	if err != nil {
 		return nil, engineErr(err, "docker: list sandboxes")
