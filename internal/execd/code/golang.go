@@ -92,8 +92,16 @@ func startGo(_ context.Context, m *Manager, c *codeContext) (runner, error) {
 	runEnv := env
 	env = append(env[:len(env):len(env)],
 		"GOFLAGS=-mod=mod", "GOPROXY=off", "GOTOOLCHAIN=local", "GO111MODULE=on", "GOWORK=off",
-		"GOCACHE="+filepath.Join(dir, "cache"), "GOPATH="+filepath.Join(dir, "gopath"),
+		"GOPATH="+filepath.Join(dir, "gopath"),
 	)
+	if !hasGoCache(env) {
+		// The go command's own cache (GOCACHE, else under $XDG_CACHE_HOME
+		// or $HOME) is shared by every context and the user's builds, so
+		// the standard library is compiled once per sandbox, not once per
+		// context (a minute on a loaded two-core host); only without any
+		// of them does a context get a cache of its own.
+		env = append(env, "GOCACHE="+filepath.Join(dir, "cache"))
+	}
 	return &goRunner{id: c.id, bin: bin, env: env, runEnv: runEnv, cwd: c.dir, dir: dir, imports: map[string]string{}}, nil
 }
 
@@ -545,4 +553,16 @@ func (w streamWriter) Write(p []byte) (int, error) {
 	}
 	w.sw.SendFlush(sandbox.StreamEvent{Type: w.typ, Text: string(p)})
 	return len(p), nil
+}
+
+// hasGoCache reports whether env gives the go command a build cache
+// location (GOCACHE, XDG_CACHE_HOME or HOME, the last setting wins).
+func hasGoCache(env []string) bool {
+	set := map[string]string{}
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			set[k] = v
+		}
+	}
+	return set["GOCACHE"] != "" && set["GOCACHE"] != "off" || set["XDG_CACHE_HOME"] != "" || set["HOME"] != ""
 }
