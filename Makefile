@@ -68,7 +68,7 @@ deps:
 	bash scripts/ensure-deps.sh
 
 unit:
-	$(GO) test $(GOFLAGS) -race -count=1 ./...
+	$(GO) test $(GOFLAGS) -race -count=1 -timeout 30m ./...
 
 e2e: build images e2e-clean
 	@set -o pipefail; OSB_E2E=1 OSB_BIN_DIR=$(abspath $(BIN)) $(GO) test $(GOFLAGS) -count=1 -timeout 30m -v ./test/e2e/... > $(BIN)/e2e.log 2>&1; rc=$$?; \

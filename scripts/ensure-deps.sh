@@ -146,7 +146,39 @@ prepare_quota_root() {
 	fi
 	local go=go
 	command -v go >/dev/null || go=/usr/local/go/bin/go
-	(cd "$REPO" && "$go" run ./scripts/btrfs-squota "$QUOTA_ROOT")
+	(cd "$REPO" && "$go" run ./scripts/btrfs-squota "$QUOTA_ROOT") || return 1
+	# A data root whose quotas a dockerd turned on before (full quota
+	# groups, which stop enforcing limits once their accounting goes
+	# inconsistent) is switched to simple quotas; dockerd is not running
+	# yet, and it sets each container's limit again at create.
+	local mode
+	mode=$(cat "/sys/fs/btrfs/$(findmnt -no UUID "$QUOTA_ROOT")/qgroups/mode" 2>/dev/null)
+	if [ "$mode" = qgroup ]; then
+		echo "disk quotas: $QUOTA_ROOT has full quota groups; switching to simple quotas"
+		btrfs quota disable "$QUOTA_ROOT" && (cd "$REPO" && "$go" run ./scripts/btrfs-squota "$QUOTA_ROOT") || return 1
+	fi
+}
+
+# keep_qgroups_exact stops the kernel from giving up on quota accounting:
+# by default it marks a filesystem's qgroups inconsistent when it drops a
+# subvolume whose tree is 3 or more levels deep (a big container layer), and
+# while they are inconsistent quota limits are not enforced at all — a
+# sandbox's disk limit silently stops working. Raising the threshold to the
+# maximum tree level (8) keeps every drop accounted; qgroups already
+# inconsistent are rescanned. The setting lasts until the next mount.
+keep_qgroups_exact() {
+	[ "$(id -u)" = 0 ] && mountpoint -q "$QUOTA_ROOT" || return 0
+	local uuid q
+	uuid=$(findmnt -no UUID "$QUOTA_ROOT") || return 0
+	q=/sys/fs/btrfs/$uuid/qgroups
+	[ -d "$q" ] || return 0
+	if [ -w "$q/drop_subtree_threshold" ]; then
+		echo 8 >"$q/drop_subtree_threshold" || echo "warning: could not raise $q/drop_subtree_threshold; disk limits may lapse after big deletions" >&2
+	fi
+	if [ "$(cat "$q/inconsistent" 2>/dev/null)" = 1 ]; then
+		echo "disk quotas: qgroups of $QUOTA_ROOT are inconsistent (limits are not enforced); rescanning"
+		btrfs quota rescan -w "$QUOTA_ROOT" >/dev/null || echo "warning: btrfs quota rescan of $QUOTA_ROOT failed; sandbox disk limits are not enforced" >&2
+	fi
 }
 
 if ! docker info >/dev/null 2>&1; then
@@ -164,4 +196,5 @@ if ! docker info >/dev/null 2>&1; then
 	done
 	docker info >/dev/null 2>&1 || { echo "dockerd did not start; see /var/log/dockerd-opensandbox.log" >&2; tail -20 /var/log/dockerd-opensandbox.log >&2; exit 1; }
 fi
+keep_qgroups_exact
 echo "dependencies ready: $(docker version --format 'docker engine {{.Server.Version}}'), live-restore $(docker info --format '{{.LiveRestoreEnabled}}')"
