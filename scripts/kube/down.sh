@@ -92,7 +92,7 @@ findmnt -rn -o TARGET | awk -v p="$KUBE_STATE/" 'index($0, p) == 1' | sort -r | 
 done
 
 # 6. Network: the bridge, our FORWARD rules, kube-proxy's tables, the
-# kubelet's marker chains.
+# kubelet's chains.
 ip link delete "$KUBE_BRIDGE" 2>/dev/null || true
 for dir in -i -o; do
 	while iptables -D FORWARD "$dir" "$KUBE_BRIDGE" -m comment --comment "$KUBE_RULE_COMMENT" -j ACCEPT 2>/dev/null; do :; done
@@ -103,8 +103,17 @@ done
 for tool in iptables ip6tables; do
 	command -v "$tool" >/dev/null || continue
 	for table in mangle nat filter; do
-		for chain in KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT KUBE-PROXY-CANARY; do
-			"$tool" -t "$table" -F "$chain" 2>/dev/null && "$tool" -t "$table" -X "$chain" 2>/dev/null || true
+		for chain in "${KUBE_IPTABLES_CHAINS[@]}"; do
+			grep -qx "$tool $table $chain" "$KUBE_RUN/iptables-chains.before" 2>/dev/null && continue
+			"$tool" -t "$table" -S "$chain" >/dev/null 2>&1 || continue
+			# Rules jumping to the chain first (iptables -S quotes its output
+			# for the shell, comments included).
+			{ "$tool" -t "$table" -S | grep -E -- "^-A [^ ]+ (.* )?-j $chain( |\$)" || true; } | sed 's/^-A /-D /' |
+				while IFS= read -r rule; do
+					eval "\"\$tool\" -t \"\$table\" $rule" || kube_log "could not remove $tool -t $table $rule"
+				done
+			"$tool" -t "$table" -F "$chain" && "$tool" -t "$table" -X "$chain" ||
+				kube_log "could not remove the $tool $table chain $chain"
 		done
 	done
 done
@@ -130,7 +139,8 @@ rm -f /var/lib/cni/results/"$KUBE_CNI_NETWORK"-* 2>/dev/null || true
 
 # 8. The cluster's data.
 rm -rf "$KUBE_RUN" "$KUBE_STATE/etcd" "$KUBE_STATE/kubelet" "$KUBE_STATE/pod-logs" "$KUBE_STATE/cni" \
-	"$KUBE_STATE/containerd/state" "$KUBE_STATE/containerd/runc" "$KUBE_STATE/cluster.env"
+	"$KUBE_STATE/containerd/state" "$KUBE_STATE/containerd/runc" "$KUBE_STATE/cluster.env" \
+	"$KUBE_CONTAINERD_SOCK" "$KUBE_CONTAINERD_SOCK.ttrpc"
 if $purge; then
 	rm -rf "$KUBE_STATE"
 	rm -f "$KUBE_REPO/bin/kubectl"

@@ -79,6 +79,9 @@ KUBE_RULE_COMMENT=opensandbox-kube
 KUBE_COMPONENTS=(etcd kube-apiserver containerd registry kube-controller-manager kube-scheduler kube-proxy kubelet)
 # Sysctls the kubelet sets at start (its kernel defaults); down.sh restores them.
 KUBE_SYSCTLS=(vm.overcommit_memory kernel.panic kernel.panic_on_oops)
+# iptables chains the kubelet makes (KUBE-FIREWALL with jumps from INPUT and
+# OUTPUT, marker chains); down.sh removes those that did not exist before.
+KUBE_IPTABLES_CHAINS=(KUBE-FIREWALL KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT KUBE-PROXY-CANARY)
 # Host paths the kubelet or libcni use whatever they are told; down.sh removes
 # the ones this cluster created.
 KUBE_HOST_PATHS=(/var/lib/kubelet /var/log/containers /var/log/pods /var/lib/cni)

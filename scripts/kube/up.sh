@@ -102,6 +102,16 @@ if [ ! -f "$KUBE_RUN/sysctl.saved" ]; then
 	for s in "${KUBE_SYSCTLS[@]}"; do printf '%s=%s\n' "$s" "$(sysctl -n "$s")"; done >"$KUBE_RUN/sysctl.saved.tmp"
 	mv "$KUBE_RUN/sysctl.saved.tmp" "$KUBE_RUN/sysctl.saved"
 fi
+if [ ! -f "$KUBE_RUN/iptables-chains.before" ]; then
+	for tool in iptables ip6tables; do
+		command -v "$tool" >/dev/null || continue
+		for table in mangle nat filter; do
+			for chain in "${KUBE_IPTABLES_CHAINS[@]}"; do
+				! "$tool" -t "$table" -S "$chain" >/dev/null 2>&1 || printf '%s %s %s\n' "$tool" "$table" "$chain"
+			done
+		done
+	done >"$KUBE_RUN/iptables-chains.before"
+fi
 if [ ! -f "$KUBE_RUN/host-paths.created" ]; then
 	for p in "${KUBE_HOST_PATHS[@]}"; do [ -e "$p" ] || printf '%s\n' "$p"; done >"$KUBE_RUN/host-paths.created"
 fi
