@@ -155,6 +155,14 @@ func (c *cluster) waitReady(t *testing.T, ns, name string) *corev1.Pod {
 		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
 			return false, fmt.Errorf("pod ended in phase %s", p.Status.Phase)
 		}
+		for _, cs := range p.Status.ContainerStatuses {
+			// A back-off means the step has already failed once; on one node
+			// with a loopback registry it does not heal by waiting.
+			if w := cs.State.Waiting; w != nil && (w.Reason == "ImagePullBackOff" || w.Reason == "CrashLoopBackOff" ||
+				w.Reason == "ErrImageNeverPull" || w.Reason == "CreateContainerConfigError") {
+				return false, fmt.Errorf("container %s is waiting: %s: %s", cs.Name, w.Reason, w.Message)
+			}
+		}
 		for _, cond := range p.Status.Conditions {
 			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
 				return true, nil
