@@ -36,8 +36,9 @@ stop() {
 	rm -f "$KUBE_RUN/$name.pid"
 }
 
-bin=$(cat "$KUBE_STATE/cluster.env" 2>/dev/null | sed -n 's/^OSB_KUBE_BIN=//p')
-kubectl_bin=${bin:+$bin/kubectl}
+# The binaries this cluster was started from (also when it only half started).
+bin=$(dirname "$(cat "$KUBE_RUN/kube-apiserver.argv0" 2>/dev/null || echo .)")
+kubectl_bin=$bin/kubectl
 task_count() { kube_ctr tasks ls -q 2>/dev/null | grep -c . || true; }
 
 # 1. Pods first, while the kubelet runs: it stops each sandbox through the

@@ -96,7 +96,7 @@ kube_pid() {
 	[ -f "$KUBE_RUN/$name.pid" ] || return 1
 	read -r pid <"$KUBE_RUN/$name.pid" || return 1
 	want=$(cat "$KUBE_RUN/$name.argv0" 2>/dev/null) || return 1
-	have=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n1) || return 1
+	have=$({ tr '\0' '\n' <"/proc/$pid/cmdline"; } 2>/dev/null | head -n1) || return 1
 	[ -n "$have" ] && [ "$have" = "$want" ] || return 1
 	printf '%s\n' "$pid"
 }

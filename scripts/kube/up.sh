@@ -81,12 +81,19 @@ if [ -d "$KUBE_RUN" ] || ip link show "$KUBE_BRIDGE" >/dev/null 2>&1; then
 fi
 
 start=$SECONDS
+# listening PORT: some socket listens on PORT (any address). Read from
+# /proc/net/tcp{,6}, so nothing beyond the kernel is needed.
+listening() {
+	local hex
+	hex=$(printf '%04X' "$1")
+	awk -v p=":$hex" 'NR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { found = 1 } END { exit !found }' \
+		/proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
 for p in "$KUBE_NODE_IP:$KUBE_API_PORT" "127.0.0.1:$KUBE_ETCD_CLIENT_PORT" "127.0.0.1:$KUBE_ETCD_PEER_PORT" \
 	"$KUBE_REGISTRY" "$KUBE_NODE_IP:10250" "127.0.0.1:10248" "127.0.0.1:10249" "127.0.0.1:10256" \
 	"127.0.0.1:10257" "127.0.0.1:10259"; do
-	port=${p##*:}
-	if ss -Hltn "sport = :$port" | grep -q .; then
-		kube_die "port $port (wanted at $p) is taken: $(ss -Hltnp "sport = :$port" | head -n1)"
+	if listening "${p##*:}"; then
+		kube_die "port ${p##*:} (wanted at $p) is already taken by another program; free it or, for the registry, set OSB_KUBE_REGISTRY_PORT"
 	fi
 done
 
