@@ -10,7 +10,7 @@ STATIC    := CGO_ENABLED=0
 LDFLAGS   := -s -w
 EXECD_PORT ?= 44772
 
-.PHONY: all build execd egress server osb mcp images run run-execd test deps unit e2e e2e-clean bench lint fmt clean
+.PHONY: all build execd egress server osb mcp images run run-execd test deps unit e2e e2e-clean kube-assets cluster cluster-down kube-e2e bench lint fmt clean
 
 all: build
 
@@ -59,8 +59,8 @@ run-execd: execd
 
 # Everything: install/start what the tests need, lint, unit tests with
 # the race detector, then end-to-end tests against the real binaries and
-# the Docker engine.
-test: deps lint unit e2e
+# the Docker engine, and the tests of the single-node Kubernetes cluster.
+test: deps lint unit e2e kube-e2e
 
 # Idempotent: installs docker.io and busybox-static when missing and starts
 # dockerd when it is not running.
@@ -87,6 +87,26 @@ e2e-clean:
 		case $$n in sandbox-netns-idle-*) docker rm -f $$n >/dev/null;; \
 		sandbox-netns-*) docker inspect sandbox-$${n#sandbox-netns-} >/dev/null 2>&1 || docker rm -f $$n >/dev/null;; esac; \
 	done
+
+# The single-node Kubernetes test cluster (docs/kubernetes.md, "The test
+# cluster"). kube-assets builds its binaries into the cache once (about ten
+# minutes cold) and prints their directory, for KUBEBUILDER_ASSETS.
+kube-assets:
+	@bash scripts/kube/assets.sh
+
+# Brings the cluster up (a quick check when it already is); the last line
+# printed is the admin kubeconfig's path.
+cluster: deps images
+	@bash scripts/kube/up.sh
+
+# Stops and removes the cluster, leaving Docker alone.
+cluster-down:
+	@bash scripts/kube/down.sh
+
+kube-e2e: cluster
+	@mkdir -p $(BIN); set -o pipefail; OSB_KUBE_E2E=1 $(GO) test $(GOFLAGS) -count=1 -timeout 20m -v ./test/kube/... > $(BIN)/kube-e2e.log 2>&1; rc=$$?; \
+	grep -E '^(--- |ok|FAIL|panic)' $(BIN)/kube-e2e.log; \
+	if [ $$rc -ne 0 ]; then echo "---- kube-e2e failed; the end of $(BIN)/kube-e2e.log:"; tail -n 80 $(BIN)/kube-e2e.log; fi; exit $$rc
 
 bench: build images
 	$(GO) run $(GOFLAGS) ./bench/execd -execd $(abspath $(BIN))/execd
