@@ -25,15 +25,21 @@ type PoolSpec struct {
 	// +required
 	CapacitySpec CapacitySpec `json:"capacitySpec"`
 
-	// ScaleStrategy limits how fast the pool shrinks.
+	// ScaleStrategy limits how many pods may be unavailable while the pool
+	// scales. Left out, its defaults apply.
+	// +kubebuilder:default={}
 	// +optional
 	ScaleStrategy *ScaleStrategy `json:"scaleStrategy,omitempty"`
 
-	// UpdateStrategy limits how fast a template change is rolled out.
+	// UpdateStrategy limits how fast a template change is rolled out. Left
+	// out, its defaults apply.
+	// +kubebuilder:default={}
 	// +optional
 	UpdateStrategy *UpdateStrategy `json:"updateStrategy,omitempty"`
 
-	// RecycleStrategy says what becomes of a pod its BatchSandbox gives back.
+	// RecycleStrategy says what becomes of a pod its BatchSandbox gives
+	// back. Left out, the pod is deleted.
+	// +kubebuilder:default={}
 	// +optional
 	RecycleStrategy *RecycleStrategy `json:"recycleStrategy,omitempty"`
 }
