@@ -1,0 +1,73 @@
+package lint
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// TestGeneratedCRDsUpToDate regenerates the custom resources' deep-copy code
+// and CRD manifests into a temporary directory and fails when the committed
+// ones differ: change the types, then run `make generate`.
+func TestGeneratedCRDsUpToDate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs controller-gen")
+	}
+	root := repoRoot(t)
+	tmp := t.TempDir()
+	objDir, crdDir := filepath.Join(tmp, "object"), filepath.Join(tmp, "crds")
+	cmd := exec.Command("bash", "scripts/generate-crds.sh", objDir, crdDir)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("scripts/generate-crds.sh: %v\n%s", err, out)
+	}
+
+	const deepcopy = "zz_generated.deepcopy.go"
+	compareFile(t, filepath.Join(objDir, deepcopy), filepath.Join(root, "pkg/apis/sandbox/v1alpha1", deepcopy))
+
+	fresh := listDir(t, crdDir)
+	committed := listDir(t, filepath.Join(root, "deploy/crds"))
+	for name := range fresh {
+		if !committed[name] {
+			t.Errorf("deploy/crds/%s is missing: run make generate", name)
+			continue
+		}
+		compareFile(t, filepath.Join(crdDir, name), filepath.Join(root, "deploy/crds", name))
+	}
+	for name := range committed {
+		if !fresh[name] {
+			t.Errorf("deploy/crds/%s is not generated from pkg/apis (a CRD that no longer exists?): remove it", name)
+		}
+	}
+}
+
+func compareFile(t *testing.T, fresh, committed string) {
+	t.Helper()
+	want, err := os.ReadFile(fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(committed)
+	if err != nil {
+		t.Errorf("%v: run make generate", err)
+		return
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s is stale: run make generate (regenerated %d bytes, committed %d)", committed, len(want), len(got))
+	}
+}
+
+func listDir(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		names[e.Name()] = true
+	}
+	return names
+}
