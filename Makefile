@@ -10,11 +10,11 @@ STATIC    := CGO_ENABLED=0
 LDFLAGS   := -s -w
 EXECD_PORT ?= 44772
 
-.PHONY: all build execd egress server osb mcp images run run-execd test deps unit e2e e2e-clean bench lint fmt generate clean
+.PHONY: all build execd egress server osb mcp controller images run run-execd test deps unit e2e e2e-clean bench lint fmt generate clean
 
 all: build
 
-build: execd egress server osb mcp
+build: execd egress server osb mcp controller
 
 # execd runs inside arbitrary images (glibc or musl), so it is static.
 execd:
@@ -33,6 +33,11 @@ osb:
 mcp:
 	@mkdir -p $(BIN)
 	$(STATIC) $(GO) build $(GOFLAGS) -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/opensandbox-mcp ./cmd/opensandbox-mcp
+
+# The Kubernetes operator; static so that its image needs nothing else.
+controller:
+	@mkdir -p $(BIN)
+	$(STATIC) $(GO) build $(GOFLAGS) -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/opensandbox-controller ./cmd/opensandbox-controller
 
 server:
 	@mkdir -p $(BIN)
