@@ -29,6 +29,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -114,7 +115,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) (int, error) {
 		return 2, err
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
-	ctrl.SetLogger(logr.FromSlogHandler(logger.Handler()))
+	// controller-runtime logs through logr, client-go (leader election,
+	// among others) through klog: both end up in the same JSON lines.
+	lr := logr.FromSlogHandler(logger.Handler())
+	ctrl.SetLogger(lr)
+	klog.SetLoggerWithOptions(lr, klog.ContextualLogger(true))
 
 	cfg, err := restConfig(o.kubeconfig)
 	if err != nil {
