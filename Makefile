@@ -10,11 +10,11 @@ STATIC    := CGO_ENABLED=0
 LDFLAGS   := -s -w
 EXECD_PORT ?= 44772
 
-.PHONY: all build execd egress server osb mcp images run run-execd test deps unit e2e e2e-clean kube-assets cluster cluster-down kube-e2e bench lint fmt generate clean
+.PHONY: all build execd egress server osb mcp controller images run run-execd test deps unit e2e e2e-clean kube-assets cluster cluster-down kube-e2e bench lint fmt generate clean
 
 all: build
 
-build: execd egress server osb mcp
+build: execd egress server osb mcp controller
 
 # execd runs inside arbitrary images (glibc or musl), so it is static.
 execd:
@@ -33,6 +33,11 @@ osb:
 mcp:
 	@mkdir -p $(BIN)
 	$(STATIC) $(GO) build $(GOFLAGS) -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/opensandbox-mcp ./cmd/opensandbox-mcp
+
+# The Kubernetes operator; static so that its image needs nothing else.
+controller:
+	@mkdir -p $(BIN)
+	$(STATIC) $(GO) build $(GOFLAGS) -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/opensandbox-controller ./cmd/opensandbox-controller
 
 server:
 	@mkdir -p $(BIN)
@@ -67,8 +72,11 @@ test: deps lint unit e2e kube-e2e
 deps:
 	bash scripts/ensure-deps.sh
 
+# The controller and CRD tests run on a real kube-apiserver and etcd
+# (envtest), the test cluster's binaries (built once, cached by version).
 unit:
-	$(GO) test $(GOFLAGS) -race -count=1 -timeout 30m ./...
+	@assets=$$(bash scripts/kube/assets.sh) || exit 1; \
+	KUBEBUILDER_ASSETS=$$assets $(GO) test $(GOFLAGS) -race -count=1 -timeout 30m ./...
 
 e2e: build images e2e-clean
 	@set -o pipefail; OSB_E2E=1 OSB_BIN_DIR=$(abspath $(BIN)) $(GO) test $(GOFLAGS) -count=1 -timeout 30m -v ./test/e2e/... > $(BIN)/e2e.log 2>&1; rc=$$?; \

@@ -100,6 +100,9 @@ func Start(t testing.TB) *Env {
 		Scheme:                   scheme,
 		ControlPlaneStartTimeout: startTimeout,
 		ControlPlaneStopTimeout:  startTimeout,
+		// envtest waits 10 s for the CRDs to be served; too short on a
+		// loaded machine.
+		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: startTimeout},
 	}
 	cfg, err := te.Start()
 	if err != nil {
