@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -232,9 +233,15 @@ func (r *Reconciler) writeStatus(ctx context.Context, pool *sandboxv1alpha1.Pool
 	if pool.Status == s {
 		return nil
 	}
-	patch := client.MergeFrom(pool.DeepCopy())
+	// The whole status, zero counts included: the schema requires them,
+	// and a diff against the (possibly empty) stored status would omit
+	// them.
+	body, err := json.Marshal(map[string]any{"status": s})
+	if err != nil {
+		return fmt.Errorf("encoding status of pool %s/%s: %w", pool.Namespace, pool.Name, err)
+	}
 	pool.Status = s
-	if err := r.Client.Status().Patch(ctx, pool, patch); err != nil {
+	if err := r.Client.Status().Patch(ctx, pool, client.RawPatch(types.MergePatchType, body)); err != nil {
 		return fmt.Errorf("status of pool %s/%s: %w", pool.Namespace, pool.Name, client.IgnoreNotFound(err))
 	}
 	return nil
