@@ -34,12 +34,14 @@
 //
 // Pod names are deterministic: slot i of pool p is "p-i" (PodName), with i
 // in [0, poolMax), and a new pod takes the lowest slot no pod (terminating
-// included) and no alloc-status holds. A controller that restarts, or whose
-// cache has not yet seen the pods it just made, picks the same slots again
-// and its creates fail with AlreadyExists; no expectations bookkeeping is
+// included) and no alloc-status holds. Before it creates or deletes, the
+// reconciler reads the pods and allocations from the apiserver, not its
+// cache, so a restarted controller counts exactly what exists; and should a
+// second writer (an old leader that has not yet stopped) pick a slot too,
+// its create fails with AlreadyExists. No expectations bookkeeping is
 // needed, and no state at all can make the pool hold more than poolMax pods.
-// (generateName would give every retry a new pod, and counting on in-memory
-// expectations is lost with the process.) Names held by an alloc-status
+// (With generateName every retry is a new pod, and in-memory expectations
+// are lost with the process.) Names held by an alloc-status
 // stay reserved even when their pod is gone, so that a new pod is never
 // mistaken for one a BatchSandbox still lists.
 //

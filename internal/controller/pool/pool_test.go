@@ -380,6 +380,7 @@ func TestPool(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: got[0]}, &held); err != nil || string(held.UID) != uids[got[0]] {
 			t.Errorf("allocated pod %s with the evict label: %v, want it kept", got[0], err)
 		}
+		waitReadyPods(t, c, ns, "ev", 3)
 		waitStatus(t, c, p, 3, 1, 2)
 	})
 

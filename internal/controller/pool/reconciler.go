@@ -107,10 +107,10 @@ func (r *Reconciler) log() *slog.Logger {
 }
 
 // Reconcile brings one Pool's pods and status in line with its spec. The
-// cache tells whether anything needs doing; when it does, the allocation is
-// read again from the apiserver under the pool's lock (shared with Allocate
-// and Release), so that no pod is deleted, or counted idle, while it is
-// being allocated.
+// cache tells whether anything needs doing; when it does, the pods and the
+// allocation are read again from the apiserver under the pool's lock
+// (shared with Allocate and Release), so that no pod is deleted, or counted
+// idle, while it is being allocated, and no pod is created on stale counts.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var pool sandboxv1alpha1.Pool
 	if err := r.Client.Get(ctx, req.NamespacedName, &pool); err != nil {
@@ -139,7 +139,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	var requeue bool
 	if !p.empty() {
 		unlock := lockPool(&pool)
-		p, requeue, err = r.act(ctx, &pool, pods, revision)
+		p, requeue, err = r.act(ctx, &pool, revision)
 		unlock()
 		if err != nil {
 			return reconcile.Result{}, err
@@ -154,10 +154,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, nil
 }
 
-// act plans again with the allocation read from the apiserver and carries
-// the plan out; the caller holds the pool's lock. requeue is true when a
-// pod the cache did not know yet was in the way.
-func (r *Reconciler) act(ctx context.Context, pool *sandboxv1alpha1.Pool, pods []corev1.Pod, revision string) (p plan, requeue bool, err error) {
+// act plans again with the pods and the allocation read from the
+// apiserver, not the cache, and carries the plan out; the caller holds the
+// pool's lock. (A cache that has seen a deletion but not a creation would
+// otherwise offer a freed name and make one pod too many.) requeue is true
+// when a pod changed under the plan.
+func (r *Reconciler) act(ctx context.Context, pool *sandboxv1alpha1.Pool, revision string) (p plan, requeue bool, err error) {
+	pods, err := ownedPods(ctx, r.APIReader, pool)
+	if err != nil {
+		return plan{}, false, err
+	}
 	allocated, err := allocatedFresh(ctx, r.APIReader, pool)
 	if err != nil {
 		return plan{}, false, err
@@ -193,7 +199,7 @@ func (r *Reconciler) act(ctx context.Context, pool *sandboxv1alpha1.Pool, pods [
 		err = r.Client.Create(ctx, pod)
 		switch {
 		case apierrors.IsAlreadyExists(err):
-			// The cache has not seen it yet; it is counted next time.
+			// Made by another writer since the read; counted next time.
 			requeue = true
 		case err != nil:
 			return p, false, fmt.Errorf("creating pod %s/%s of pool %s: %w", pool.Namespace, name, pool.Name, err)
