@@ -37,6 +37,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/opensandbox-go/opensandbox/internal/controller/batchsandbox"
+	"github.com/opensandbox-go/opensandbox/internal/controller/pool"
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
 )
 
@@ -194,6 +195,9 @@ func newManager(cfg *rest.Config, o options) (manager.Manager, error) {
 	}
 	if err := (&batchsandbox.Reconciler{}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the %s controller: %w", batchsandbox.ControllerName, err)
+	}
+	if err := pool.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the pool controller: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("adding the health check: %w", err)
