@@ -74,7 +74,7 @@ func (r *Runtime) addressOf(c container.InspectResponse, id string, port int) (r
 		}
 		return runtime.Address{Host: host, Port: p}, nil
 	}
-	if port == sandbox.EgressPort && c.HostConfig != nil && c.HostConfig.NetworkMode.IsContainer() {
+	if port == sandbox.EgressPort && c.Config != nil && c.Config.Labels[labelEgressToken] != "" {
 		// The sidecar's API is reached on its own published port, never
 		// through execd: its token and vault secrets must not pass through
 		// a process the sandbox could replace.

@@ -115,6 +115,7 @@ func TestAddressOf(t *testing.T) {
 	bridge := published("bridge", bridgePorts)
 	network := published("opensandbox", bridgePorts)
 	sidecar := published("container:0123abcd", sidecarPorts)
+	sidecar.Config.Labels[labelEgressToken] = "egress-token" // a sandbox behind a sidecar has one
 	host := published("host", nil)
 	tests := []struct {
 		name string

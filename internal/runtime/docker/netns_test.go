@@ -99,6 +99,12 @@ func TestWarmNetworks(t *testing.T) {
 	if res := run(t, r, spec.ID, spec.ExecdToken, "echo warm"); res.exit != "0" || strings.Join(res.stdout, "") != "warm" {
 		t.Fatalf("command through the holder's published port: %+v", res)
 	}
+	// Without a network policy there is no sidecar: the egress API port
+	// is a port like any other, reached through execd (the holder's
+	// namespace is not a sidecar's).
+	if a, err := r.Address(testCtx(t), spec.ID, sandbox.EgressPort); err != nil || a.PathPrefix != "/proxy/18080" {
+		t.Errorf("Address(%d) of a sandbox in a holder's namespace = %+v, %v; want execd's /proxy/18080", sandbox.EgressPort, a, err)
+	}
 	// The pool replaces what was taken.
 	if next := waitWarm(t, r, 1)[0]; next == ready {
 		t.Fatalf("the pool still lists the taken holder %s as idle", ready)
