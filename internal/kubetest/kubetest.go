@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/opensandbox-go/opensandbox/internal/openapitest"
 	"github.com/opensandbox-go/opensandbox/internal/testenv"
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
 )
@@ -77,7 +78,10 @@ func Start(t testing.TB) *Env {
 			testenv.Missing(t, "%s=%s lacks %s: %v", EnvAssets, assets, bin, err)
 		}
 	}
-	crdDir := filepath.Join(repoRoot(t), "deploy", "crds")
+	crdDir := openapitest.RepoPath("deploy/crds")
+	if st, err := os.Stat(crdDir); err != nil || !st.IsDir() {
+		t.Fatalf("the CRD directory deploy/crds was not found above the test's directory: %v", err)
+	}
 
 	// controller-runtime's logger is process-wide; without one it prints a
 	// stack trace after 30 s. Warnings and errors go to stderr.
@@ -160,24 +164,4 @@ func namespaceName(testName string) string {
 		base = "test"
 	}
 	return fmt.Sprintf("%s-%s", base, utilrand.String(5))
-}
-
-// repoRoot is the directory holding go.mod, found upwards from the test's
-// working directory (its package directory).
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test's directory")
-		}
-		dir = parent
-	}
 }

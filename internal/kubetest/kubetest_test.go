@@ -2,13 +2,13 @@ package kubetest
 
 import (
 	"context"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"k8s.io/client-go/discovery"
 
+	"github.com/opensandbox-go/opensandbox/internal/openapitest"
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
 )
 
@@ -61,7 +61,7 @@ func TestStart(t *testing.T) {
 			t.Errorf("resource %s: served as %q, want kind and short names %q", resource, served[resource], want)
 		}
 	}
-	if got, want := env.CRDDir, filepath.Join(repoRoot(t), "deploy", "crds"); got != want {
+	if got, want := env.CRDDir, openapitest.RepoPath("deploy/crds"); got != want {
 		t.Errorf("CRDDir = %s, want %s", got, want)
 	}
 }
