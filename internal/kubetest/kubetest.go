@@ -33,9 +33,14 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/opensandbox-go/opensandbox/internal/openapitest"
 	"github.com/opensandbox-go/opensandbox/internal/testenv"
@@ -164,4 +169,38 @@ func namespaceName(testName string) string {
 		base = "test"
 	}
 	return fmt.Sprintf("%s-%s", base, utilrand.String(5))
+}
+
+// StartManager runs a controller-runtime manager on env, caching namespace
+// ns only, with what setup registers, until the returned stop is called or
+// the test ends; stop waits for the manager to return. Tests may start
+// several managers in one process (controller names are not checked).
+func StartManager(t *testing.T, env *Env, ns string, setup func(ctrl.Manager) error) (stop func()) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:     env.Scheme,
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Controller: crconfig.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatalf("manager: %v", err)
+	}
+	if err := setup(mgr); err != nil {
+		t.Fatalf("set up the manager: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager stopped: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }

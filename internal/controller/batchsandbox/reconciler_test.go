@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,11 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	crconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/opensandbox-go/opensandbox/internal/kubetest"
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
@@ -41,36 +37,10 @@ import (
 const waitTimeout = 60 * time.Second
 
 // startManager runs a manager with the reconciler, watching namespace ns
-// only, until the returned stop is called (or the test ends). stop waits
-// for the manager to return.
+// only, until the returned stop is called (or the test ends).
 func startManager(t *testing.T, env *kubetest.Env, ns string) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:  env.Scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-		// Several managers in one process register the same controller name.
-		Controller: crconfig.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatalf("manager: %v", err)
-	}
-	if err := (&Reconciler{}).SetupWithManager(mgr); err != nil {
-		t.Fatalf("setup: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager stopped: %v", err)
-		}
-	}()
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
-	t.Cleanup(stop)
-	return stop
+	return kubetest.StartManager(t, env, ns, (&Reconciler{}).SetupWithManager)
 }
 
 // eventually polls cond every 100 ms until it returns "" (done) or the

@@ -14,11 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/opensandbox-go/opensandbox/internal/controller/pool"
 	"github.com/opensandbox-go/opensandbox/internal/kubetest"
@@ -37,34 +33,7 @@ const waitTimeout = 60 * time.Second
 // until the returned stop is called (or the test ends).
 func startManager(t *testing.T, env *kubetest.Env, ns string) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
-		// Tests start several managers in one process.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatalf("manager: %v", err)
-	}
-	if err := pool.SetupWithManager(mgr); err != nil {
-		t.Fatalf("SetupWithManager: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("manager: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return kubetest.StartManager(t, env, ns, pool.SetupWithManager)
 }
 
 func newPool(ns, name string, c sandboxv1alpha1.CapacitySpec, recycle sandboxv1alpha1.RecycleStrategyType) *sandboxv1alpha1.Pool {
