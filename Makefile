@@ -10,7 +10,7 @@ STATIC    := CGO_ENABLED=0
 LDFLAGS   := -s -w
 EXECD_PORT ?= 44772
 
-.PHONY: all build execd egress server osb mcp controller images run run-execd test deps unit e2e e2e-clean kube-assets cluster cluster-down kube-e2e bench lint fmt generate clean
+.PHONY: all build execd egress server osb mcp controller images kube-images run run-execd test deps unit e2e e2e-clean kube-assets cluster cluster-down kube-e2e bench lint fmt generate clean
 
 all: build
 
@@ -104,8 +104,13 @@ kube-assets:
 
 # Brings the cluster up (a quick check when it already is); the last line
 # printed is the admin kubeconfig's path.
-cluster: deps images
-	@bash scripts/kube/up.sh
+cluster: deps images kube-images
+	@OSB_KUBE_IMAGES="opensandbox/base:latest opensandbox/code-interpreter:latest $$(bash scripts/kube/static-images.sh --list | tr '\n' ' ')" bash scripts/kube/up.sh
+
+# Images of our static binaries that run in the cluster's pods (controller,
+# execd for init containers), built from bin/ without a registry.
+kube-images: execd controller
+	@bash scripts/kube/static-images.sh
 
 # Stops and removes the cluster, leaving Docker alone.
 cluster-down:
