@@ -26,11 +26,13 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -67,6 +69,9 @@ type options struct {
 	qps                     float64
 	burst                   int
 	logLevel                slog.Level
+	// watchNamespaces limits the controller to these namespaces (its
+	// caches and reconcilers); empty means every namespace.
+	watchNamespaces []string
 }
 
 // parseFlags reads args into options; flag.ErrHelp for -h.
@@ -83,6 +88,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.Float64Var(&o.qps, "kube-client-qps", 100, "queries per second to the apiserver")
 	fs.IntVar(&o.burst, "kube-client-burst", 200, "burst of queries to the apiserver")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	watch := fs.String("watch-namespace", "", "comma-separated namespaces to act in (default: all); the Lease defaults to the first of them")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: opensandbox-controller [flags]")
 		fs.PrintDefaults()
@@ -101,6 +107,17 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	}
 	if o.burst <= 0 {
 		return o, fmt.Errorf("--kube-client-burst must be positive, got %d", o.burst)
+	}
+	for _, ns := range strings.Split(*watch, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+				return o, fmt.Errorf("--watch-namespace: %q: %s", ns, strings.Join(errs, "; "))
+			}
+			o.watchNamespaces = append(o.watchNamespaces, ns)
+		}
+	}
+	if o.leaderElectionNamespace == "" && len(o.watchNamespaces) > 0 {
+		o.leaderElectionNamespace = o.watchNamespaces[0]
 	}
 	return o, nil
 }
@@ -180,8 +197,16 @@ func newManager(cfg *rest.Config, o options) (manager.Manager, error) {
 	// A leader that stops gives up its Lease at once rather than making
 	// the next one wait out the lease duration; safe because the manager
 	// stops every reconciler before the lease is released.
+	var cacheOpts cache.Options
+	if len(o.watchNamespaces) > 0 {
+		cacheOpts.DefaultNamespaces = make(map[string]cache.Config, len(o.watchNamespaces))
+		for _, ns := range o.watchNamespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
+		Cache:                         cacheOpts,
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        o.probeAddr,
 		LeaderElection:                o.leaderElect,

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -46,7 +47,14 @@ func TestParseFlags(t *testing.T) {
 	if o.leaderElect || o.burst != 50 || o.logLevel != slog.LevelDebug || o.probeAddr != "127.0.0.1:9000" || o.metricsAddr != "0" {
 		t.Errorf("parsed %+v", o)
 	}
-	for _, bad := range [][]string{{"--kube-client-burst", "0"}, {"--log-level", "loud"}, {"extra"}, {"--nope"}} {
+	o, err = parseFlags([]string{"--watch-namespace", "team-a, team-b"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(o.watchNamespaces, []string{"team-a", "team-b"}) || o.leaderElectionNamespace != "team-a" {
+		t.Errorf("--watch-namespace: namespaces %q, lease namespace %q", o.watchNamespaces, o.leaderElectionNamespace)
+	}
+	for _, bad := range [][]string{{"--kube-client-burst", "0"}, {"--log-level", "loud"}, {"extra"}, {"--nope"}, {"--watch-namespace", "Not_A_Namespace"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("parseFlags(%q) accepted", bad)
 		}
