@@ -143,9 +143,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, f *forward) {
 	defer func() {
 		if stop() && reuse {
 			p.upstreams.put(uc)
-		} else {
-			uc.abort()
+			return
 		}
+		uc.abort()
+		body.end(w)
 	}()
 
 	if resp.StatusCode == http.StatusSwitchingProtocols {
@@ -561,6 +562,24 @@ func (b *bodySender) wait() bool {
 	return b.err == nil
 }
 
+// end stops the body goroutine, if it still runs, and waits for it, so that
+// it ends with its request: the origin connection is closed by then (its
+// writes fail), and a read deadline in the past fails its reads of the
+// sandbox's body. A body cut short leaves the sandbox connection unusable
+// for another request, so net/http closes it after the answer.
+func (b *bodySender) end(w http.ResponseWriter) {
+	if b == nil || b.got {
+		return
+	}
+	select {
+	case b.err = <-b.done:
+	default:
+		_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0))
+		b.err = <-b.done
+	}
+	b.got = true
+}
+
 // copyBody streams the response body to the sandbox. Nothing written waits
 // unflushed while the origin is slow: bodies of unknown length and event
 // streams are flushed before any read that may block, other bodies at most
@@ -634,8 +653,9 @@ func (p *Proxy) switchProtocols(w http.ResponseWriter, r *http.Request, f *forwa
 		return
 	}
 	if body != nil {
-		if err := <-body.done; err != nil {
-			p.fail(w, r, f, err)
+		body.err, body.got = <-body.done, true
+		if body.err != nil {
+			p.fail(w, r, f, body.err)
 			return
 		}
 	}
