@@ -134,8 +134,10 @@ func (m *Manager) wait(c *Command, cmd *exec.Cmd, timeoutMs int64) {
 		msg = werr.Error()
 	}
 	c.finish(code, msg)
-	close(c.done)
+	// Retention first: whoever sees Done then sees the older commands
+	// already forgotten (TestRetention failed once on the other order).
 	m.markFinished(c)
+	close(c.done)
 	if timeout != nil && !timedOut {
 		m.killLeftoversAtTimeout(c, timeout)
 	}
