@@ -29,11 +29,14 @@ import (
 
 // Timeouts of the API's HTTP server: a client gets apiReadHeaderTimeout
 // for its request head and apiReadTimeout for head and body together, so
-// a slow body cannot hold a connection (the bodies are small JSON).
+// a slow body cannot hold a connection (the bodies are small JSON). An idle
+// connection is kept longer than the lifecycle server's proxy keeps its own
+// (90 s): the client side closes first, so the proxy never sends a request
+// on a connection this end has just closed.
 const (
 	apiReadHeaderTimeout = 5 * time.Second
 	apiReadTimeout       = 15 * time.Second
-	apiIdleTimeout       = 60 * time.Second
+	apiIdleTimeout       = 2 * time.Minute
 	apiShutdownGrace     = 5 * time.Second
 )
 
