@@ -52,6 +52,13 @@ func main() {
 	if len(os.Args) == 2 && os.Args[1] == holdArg {
 		os.Exit(hold())
 	}
+	if len(os.Args) == 3 && os.Args[1] == installArg {
+		if err := install(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, "execd install:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	// A session of the isolated execution API re-executes execd as its
 	// init and in-session server.
 	if code, ok := isolation.RunHelper(os.Args); ok {
