@@ -74,6 +74,16 @@ type options struct {
 	watchNamespaces []string
 }
 
+// serviceAccountNamespaceFile exists in a pod that runs with a service
+// account; a variable so that tests can point it elsewhere.
+var serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// inCluster reports whether the controller runs in a pod.
+func inCluster() bool {
+	_, err := os.Stat(serviceAccountNamespaceFile)
+	return err == nil
+}
+
 // parseFlags reads args into options; flag.ErrHelp for -h.
 func parseFlags(args []string, output io.Writer) (options, error) {
 	var o options
@@ -88,7 +98,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.Float64Var(&o.qps, "kube-client-qps", 100, "queries per second to the apiserver")
 	fs.IntVar(&o.burst, "kube-client-burst", 200, "burst of queries to the apiserver")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
-	watch := fs.String("watch-namespace", "", "comma-separated namespaces to act in (default: all); the Lease defaults to the first of them")
+	watch := fs.String("watch-namespace", "", "comma-separated namespaces to act in (default: all); the Lease defaults to the controller's own namespace in a pod, else the first of them")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: opensandbox-controller [flags]")
 		fs.PrintDefaults()
@@ -116,7 +126,10 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 			o.watchNamespaces = append(o.watchNamespaces, ns)
 		}
 	}
-	if o.leaderElectionNamespace == "" && len(o.watchNamespaces) > 0 {
+	// In a pod the Lease lives in the controller's own namespace, where its
+	// Role allows it (controller-runtime's default); outside a cluster
+	// there is no own namespace, so the first watched one holds it.
+	if o.leaderElectionNamespace == "" && len(o.watchNamespaces) > 0 && !inCluster() {
 		o.leaderElectionNamespace = o.watchNamespaces[0]
 	}
 	return o, nil

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -53,6 +54,21 @@ func TestParseFlags(t *testing.T) {
 	}
 	if !slices.Equal(o.watchNamespaces, []string{"team-a", "team-b"}) || o.leaderElectionNamespace != "team-a" {
 		t.Errorf("--watch-namespace: namespaces %q, lease namespace %q", o.watchNamespaces, o.leaderElectionNamespace)
+	}
+	// In a pod, the Lease stays in the controller's own namespace (where
+	// deploy/controller's Role allows it), whatever it watches.
+	saFile := filepath.Join(t.TempDir(), "namespace")
+	if err := os.WriteFile(saFile, []byte("opensandbox-system"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer func(old string) { serviceAccountNamespaceFile = old }(serviceAccountNamespaceFile)
+	serviceAccountNamespaceFile = saFile
+	o, err = parseFlags([]string{"--watch-namespace", "team-a"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.leaderElectionNamespace != "" {
+		t.Errorf("in a pod with --watch-namespace team-a, lease namespace %q, want the pod's own (empty)", o.leaderElectionNamespace)
 	}
 	for _, bad := range [][]string{{"--kube-client-burst", "0"}, {"--log-level", "loud"}, {"extra"}, {"--nope"}, {"--watch-namespace", "Not_A_Namespace"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {

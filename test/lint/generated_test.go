@@ -8,17 +8,18 @@ import (
 	"testing"
 )
 
-// TestGeneratedCRDsUpToDate regenerates the custom resources' deep-copy code
-// and CRD manifests into a temporary directory and fails when the committed
-// ones differ: change the types, then run `make generate`.
+// TestGeneratedCRDsUpToDate regenerates the custom resources' deep-copy code,
+// CRD manifests and the controller's ClusterRole into a temporary directory
+// and fails when the committed ones differ: change the types or the
+// +kubebuilder:rbac markers, then run `make generate`.
 func TestGeneratedCRDsUpToDate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs controller-gen")
 	}
 	root := repoRoot(t)
 	tmp := t.TempDir()
-	objDir, crdDir := filepath.Join(tmp, "object"), filepath.Join(tmp, "crds")
-	cmd := exec.Command("bash", "scripts/generate-crds.sh", objDir, crdDir)
+	objDir, crdDir, rbacDir := filepath.Join(tmp, "object"), filepath.Join(tmp, "crds"), filepath.Join(tmp, "rbac")
+	cmd := exec.Command("bash", "scripts/generate-crds.sh", objDir, crdDir, rbacDir)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("scripts/generate-crds.sh: %v\n%s", err, out)
@@ -27,18 +28,26 @@ func TestGeneratedCRDsUpToDate(t *testing.T) {
 	const deepcopy = "zz_generated.deepcopy.go"
 	compareFile(t, filepath.Join(objDir, deepcopy), filepath.Join(root, "pkg/apis/sandbox/v1alpha1", deepcopy))
 
-	fresh := listDir(t, crdDir)
-	committed := listDir(t, filepath.Join(root, "deploy/crds"))
-	for name := range fresh {
+	compareDir(t, crdDir, root, "deploy/crds")
+	compareFile(t, filepath.Join(rbacDir, "role.yaml"), filepath.Join(root, "deploy/controller/rbac/role.yaml"))
+}
+
+// compareDir compares every generated file in fresh with rel (under root),
+// and reports committed files that are no longer generated.
+func compareDir(t *testing.T, fresh, root, rel string) {
+	t.Helper()
+	generated := listDir(t, fresh)
+	committed := listDir(t, filepath.Join(root, rel))
+	for name := range generated {
 		if !committed[name] {
-			t.Errorf("deploy/crds/%s is missing: run make generate", name)
+			t.Errorf("%s/%s is missing: run make generate", rel, name)
 			continue
 		}
-		compareFile(t, filepath.Join(crdDir, name), filepath.Join(root, "deploy/crds", name))
+		compareFile(t, filepath.Join(fresh, name), filepath.Join(root, rel, name))
 	}
 	for name := range committed {
-		if !fresh[name] {
-			t.Errorf("deploy/crds/%s is not generated from pkg/apis (a CRD that no longer exists?): remove it", name)
+		if !generated[name] {
+			t.Errorf("%s/%s is not generated from pkg/apis (a CRD that no longer exists?): remove it", rel, name)
 		}
 	}
 }

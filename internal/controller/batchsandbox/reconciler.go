@@ -33,6 +33,14 @@ import (
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
 )
 
+// The permissions the template-mode reconciler needs; controller-gen turns
+// them into deploy/controller/rbac/role.yaml (make generate).
+//
+// +kubebuilder:rbac:groups=sandbox.opensandbox.io,resources=batchsandboxes,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups=sandbox.opensandbox.io,resources=batchsandboxes/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=sandbox.opensandbox.io,resources=batchsandboxes/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+
 // ControllerName names the controller in logs and metrics.
 const ControllerName = "batchsandbox-template"
 

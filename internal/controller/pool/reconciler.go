@@ -28,6 +28,15 @@ import (
 // controller may list with client.MatchingFields{IndexPoolRef: name}.
 const IndexPoolRef = "spec.poolRef"
 
+// The permissions of the Pool reconciler and of Allocate and Release;
+// controller-gen turns them into deploy/controller/rbac/role.yaml.
+//
+// +kubebuilder:rbac:groups=sandbox.opensandbox.io,resources=pools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=sandbox.opensandbox.io,resources=pools/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=sandbox.opensandbox.io,resources=pools/finalizers,verbs=update
+// +kubebuilder:rbac:groups=sandbox.opensandbox.io,resources=batchsandboxes,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+
 // ControllerName names the Pool controller in logs and metrics.
 const ControllerName = "pool"
 
