@@ -290,3 +290,80 @@ func TestOperatorTemplateMode(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestOperatorKilledMidCreation kills the controller (SIGKILL: no graceful
+// shutdown, the Lease is not released) while it creates the pods of a
+// BatchSandbox of ten replicas, starts it again and checks the outcome: ten
+// pods, one per replica index, each controlled by the BatchSandbox, none
+// made twice (no pod's creation is newer than the BatchSandbox's
+// endpoints say), and nothing else in the namespace.
+func TestOperatorKilledMidCreation(t *testing.T) {
+	c := connect(t)
+	ns := c.namespace(t)
+	op := c.startOperator(t, ns)
+	cl := c.sandboxClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*podTimeout)
+	defer cancel()
+
+	const n = 10
+	bsbx := &sandboxv1alpha1.BatchSandbox{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "killed"},
+		Spec: sandboxv1alpha1.BatchSandboxSpec{
+			Replicas: ptr(int32(n)),
+			Template: &corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				TerminationGracePeriodSeconds: ptr(int64(0)),
+				Containers: []corev1.Container{{
+					Name: "main", Image: baseImage, ImagePullPolicy: corev1.PullIfNotPresent,
+					Command: []string{"sleep", "infinity"},
+				}},
+			}},
+		},
+	}
+	if err := cl.Create(ctx, bsbx); err != nil {
+		t.Fatalf("create BatchSandbox: %v", err)
+	}
+	// Kill as soon as the first pod exists: the controller is in the middle
+	// of creating them (or of recording them), whichever it is.
+	err := wait.PollUntilContextCancel(ctx, 5*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		pods, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(pods.Items) > 0, err
+	})
+	if err != nil {
+		t.Fatalf("no pod created: %v", err)
+	}
+	op.Kill()
+	pods, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed the controller with %d of %d pods created", len(pods.Items), n)
+	before := map[string]string{} // name -> UID of the pods made before the kill
+	for _, p := range pods.Items {
+		before[p.Name] = string(p.UID)
+	}
+
+	op.Start()
+	ips := waitEndpoints(ctx, t, cl, bsbx, n)
+	pods, err = c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != n {
+		t.Errorf("%d pods in the namespace, want %d", len(pods.Items), n)
+	}
+	byIP := map[string]string{}
+	for _, p := range pods.Items {
+		if ref := metav1.GetControllerOf(&p); ref == nil || ref.UID != bsbx.UID {
+			t.Errorf("pod %s is not controlled by the BatchSandbox (owner %+v)", p.Name, ref)
+		}
+		if uid, ok := before[p.Name]; ok && uid != string(p.UID) {
+			t.Errorf("pod %s was made again after the restart (UID %s, before %s)", p.Name, p.UID, uid)
+		}
+		byIP[p.Status.PodIP] = p.Name
+	}
+	for i, ip := range ips {
+		if want := fmt.Sprintf("killed-%d", i); byIP[ip] != want {
+			t.Errorf("endpoint %d = %s is pod %q, want %s", i, ip, byIP[ip], want)
+		}
+	}
+}
