@@ -300,7 +300,9 @@ func ptr[T any](v T) *T { return &v }
 func TestOperatorKilledMidCreation(t *testing.T) {
 	c := connect(t)
 	ns := c.namespace(t)
-	op := c.startOperator(t, ns)
+	// Two requests a second: creating ten pods takes seconds, so the kill
+	// below lands in the middle of it, not after.
+	op := c.startOperator(t, ns, "--kube-client-qps", "2", "--kube-client-burst", "1")
 	cl := c.sandboxClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*podTimeout)
 	defer cancel()
@@ -337,6 +339,9 @@ func TestOperatorKilledMidCreation(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("killed the controller with %d of %d pods created", len(pods.Items), n)
+	if len(pods.Items) == n {
+		t.Fatalf("all %d pods existed when the controller was killed: the test did not kill it mid-creation", n)
+	}
 	before := map[string]string{} // name -> UID of the pods made before the kill
 	for _, p := range pods.Items {
 		before[p.Name] = string(p.UID)
