@@ -52,6 +52,48 @@ mkdir -p "$KUBE_REPO/bin"
 ln -sfn "$BIN/kubectl" "$KUBE_REPO/bin/kubectl"
 kubectl() { "$BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
 
+# Our images: pushed to the registry (pods may name 127.0.0.1:PORT/...) and
+# imported into the node under their plain names (pods may name
+# opensandbox/base:latest with imagePullPolicy IfNotPresent). A marker holds
+# the Docker image id last imported, so an unchanged image is not re-imported.
+# It runs on every start, also when the cluster is already up: an image
+# rebuilt since (a new controller or execd) must reach the node.
+sync_images() {
+	local arch img id marker out images
+	arch=$(go env GOARCH)
+	images=${OSB_KUBE_IMAGES:-opensandbox/base:latest opensandbox/code-interpreter:latest}
+	mkdir -p "$KUBE_STATE/images"
+	for img in $images; do
+		id=$(docker image inspect -f '{{.Id}}' "$img" 2>/dev/null) || {
+			case $img in
+			opensandbox/base:*) kube_die "the image $img is not in Docker: run make images" ;;
+			*) kube_log "skipping $img: not in Docker (make images builds it)" && continue ;;
+			esac
+		}
+		marker=$KUBE_STATE/images/$(printf '%s' "$img" | tr '/:' '__')
+		if [ "$(cat "$marker.pushed" 2>/dev/null)" != "$id" ] ||
+			! curl -fsS -o /dev/null "http://$KUBE_REGISTRY/v2/${img%:*}/manifests/${img##*:}" \
+				-H 'Accept: application/vnd.docker.distribution.manifest.v2+json'; then
+			kube_log "pushing $img to $KUBE_REGISTRY"
+			docker tag "$img" "$KUBE_REGISTRY/$img"
+			out=$(docker push "$KUBE_REGISTRY/$img" 2>&1) || {
+				docker rmi "$KUBE_REGISTRY/$img" >/dev/null 2>&1 || true
+				kube_log_tail registry
+				kube_die "docker push $KUBE_REGISTRY/$img failed: $(printf '%s' "$out" | tail -n3)"
+			}
+			docker rmi "$KUBE_REGISTRY/$img" >/dev/null # only the extra tag goes
+			printf '%s\n' "$id" >"$marker.pushed"
+		fi
+		if [ "$(cat "$marker.imported" 2>/dev/null)" != "$id" ] ||
+			! kube_ctr images check "name==docker.io/$img" 2>/dev/null | grep -q complete; then
+			kube_log "importing $img into the node's containerd"
+			docker save "$img" | kube_ctr images import --platform "linux/$arch" - >/dev/null ||
+				kube_die "importing $img into containerd failed (docker save | ctr images import)"
+			printf '%s\n' "$id" >"$marker.imported"
+		fi
+	done
+}
+
 # ---------------------------------------------------------------- already up?
 node_ready() {
 	[ "$(kubectl get node "$KUBE_NODE_NAME" --request-timeout=5s \
@@ -67,6 +109,7 @@ cluster_up() {
 		kubectl get serviceaccount default -n default --request-timeout=5s >/dev/null 2>&1
 }
 if cluster_up; then
+	sync_images
 	kube_log "the cluster is already up ($(kubectl version -o json 2>/dev/null | grep -m1 gitVersion | tr -d ' ",' | cut -d: -f2), node $KUBE_NODE_NAME Ready)"
 	printf '%s\n' "$KUBECONFIG_ADMIN"
 	exit 0
@@ -420,41 +463,7 @@ export OTEL_TRACES_EXPORTER=none # no tracing collector to export to
 start registry "$BIN/registry" serve "$KUBE_STATE/registry/config.yml"
 ready registry 30 "answering http://$KUBE_REGISTRY/v2/" curl -fsS "http://$KUBE_REGISTRY/v2/"
 
-# Our images: pushed to the registry (pods may name 127.0.0.1:PORT/...) and
-# imported into the node under their plain names (pods may name
-# opensandbox/base:latest with imagePullPolicy IfNotPresent). A marker holds
-# the Docker image id last imported, so an unchanged image is not re-imported.
-images=${OSB_KUBE_IMAGES:-opensandbox/base:latest opensandbox/code-interpreter:latest}
-mkdir -p "$KUBE_STATE/images"
-for img in $images; do
-	id=$(docker image inspect -f '{{.Id}}' "$img" 2>/dev/null) || {
-		case $img in
-		opensandbox/base:*) kube_die "the image $img is not in Docker: run make images" ;;
-		*) kube_log "skipping $img: not in Docker (make images builds it)" && continue ;;
-		esac
-	}
-	marker=$KUBE_STATE/images/$(printf '%s' "$img" | tr '/:' '__')
-	if [ "$(cat "$marker.pushed" 2>/dev/null)" != "$id" ] ||
-		! curl -fsS -o /dev/null "http://$KUBE_REGISTRY/v2/${img%:*}/manifests/${img##*:}" \
-			-H 'Accept: application/vnd.docker.distribution.manifest.v2+json'; then
-		kube_log "pushing $img to $KUBE_REGISTRY"
-		docker tag "$img" "$KUBE_REGISTRY/$img"
-		out=$(docker push "$KUBE_REGISTRY/$img" 2>&1) || {
-			docker rmi "$KUBE_REGISTRY/$img" >/dev/null 2>&1 || true
-			kube_log_tail registry
-			kube_die "docker push $KUBE_REGISTRY/$img failed: $(printf '%s' "$out" | tail -n3)"
-		}
-		docker rmi "$KUBE_REGISTRY/$img" >/dev/null # only the extra tag goes
-		printf '%s\n' "$id" >"$marker.pushed"
-	fi
-	if [ "$(cat "$marker.imported" 2>/dev/null)" != "$id" ] ||
-		! kube_ctr images check "name==docker.io/$img" 2>/dev/null | grep -q complete; then
-		kube_log "importing $img into the node's containerd"
-		docker save "$img" | kube_ctr images import --platform "linux/$arch" - >/dev/null ||
-			kube_die "importing $img into containerd failed (docker save | ctr images import)"
-		printf '%s\n' "$id" >"$marker.imported"
-	fi
-done
+sync_images
 
 # ---------------------------------------------------------------- control plane
 mkdir -p "$KUBE_STATE/plugins/volume/exec"
