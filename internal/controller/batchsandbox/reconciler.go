@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
@@ -50,6 +51,8 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Tasks configures spec.taskTemplate's executors (tasks.go).
+	Tasks TaskOptions
 }
 
 // SetupWithManager registers the reconciler with mgr: it watches
@@ -82,6 +85,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var bsbx sandboxv1alpha1.BatchSandbox
 	if err := r.Client.Get(ctx, req.NamespacedName, &bsbx); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if bsbx.DeletionTimestamp != nil && controllerutil.ContainsFinalizer(&bsbx, sandboxv1alpha1.FinalizerTaskCleanup) {
+		return r.finalizeTasks(ctx, &bsbx)
 	}
 	if bsbx.DeletionTimestamp != nil || bsbx.Spec.PoolRef != "" || bsbx.Spec.Template == nil {
 		// Being deleted (its pods go with it through their owner
@@ -242,6 +248,10 @@ func (r *Reconciler) sync(ctx context.Context, bsbx *sandboxv1alpha1.BatchSandbo
 	}
 
 	st := computeStatus(bsbx, obs)
+	taskRes, err := r.syncTasks(ctx, bsbx, obs, &st)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if !equality.Semantic.DeepEqual(st, bsbx.Status) {
 		bsbx.Status = st
 		if err := r.Client.Status().Update(ctx, bsbx); err != nil {
@@ -251,7 +261,7 @@ func (r *Reconciler) sync(ctx context.Context, bsbx *sandboxv1alpha1.BatchSandbo
 	if obs.createErr != nil {
 		return ctrl.Result{}, obs.createErr
 	}
-	return ctrl.Result{}, nil
+	return taskRes, nil
 }
 
 // missing reports whether some replica below n has no pod in pods.
@@ -272,6 +282,7 @@ func (r *Reconciler) createPod(ctx context.Context, bsbx *sandboxv1alpha1.BatchS
 	if err != nil {
 		return nil, fmt.Errorf("replica %d: %w", index, err)
 	}
+	injectTaskExecutor(bsbx, pod, r.Tasks.image())
 	err = r.Client.Create(ctx, pod)
 	if err == nil {
 		return pod, nil
