@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/opensandbox-go/opensandbox/internal/taskexecutor"
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
 )
 
@@ -182,11 +183,12 @@ func (r *Reconciler) sync(ctx context.Context, bsbx *sandboxv1alpha1.BatchSandbo
 		logger.Info("ignoring unreadable pod record", "error", err.Error())
 	}
 	rec := recordedIndexes(bsbx.Name, alloc)
+	released := releasedReplicas(ctx, bsbx, n)
 
 	// A replica without a pod in the cache is either not created yet or
 	// gone. The cache may lag behind this controller's own writes, so that
 	// decision is taken on fresh reads.
-	if missing(pods, n) {
+	if missing(pods, n, released) {
 		fresh := &sandboxv1alpha1.BatchSandbox{}
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(bsbx), fresh); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -204,9 +206,12 @@ func (r *Reconciler) sync(ctx context.Context, bsbx *sandboxv1alpha1.BatchSandbo
 		}
 	}
 
-	obs := observation{n: n, pods: make(podSet, n), vanished: map[int]bool{}}
+	obs := observation{n: n, pods: make(podSet, n), vanished: map[int]bool{}, released: released}
 	var createErrs []error
 	for i := range n {
+		if _, ok := released[i]; ok {
+			continue // its task completed and its pod was given up (tasks.go)
+		}
 		if p, ok := pods[i]; ok {
 			obs.pods[i] = p
 			continue
@@ -248,7 +253,7 @@ func (r *Reconciler) sync(ctx context.Context, bsbx *sandboxv1alpha1.BatchSandbo
 	}
 
 	st := computeStatus(bsbx, obs)
-	taskRes, err := r.syncTasks(ctx, bsbx, obs, &st)
+	taskRes, err := r.syncTasks(ctx, bsbx, obs, pods, &st)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -264,10 +269,11 @@ func (r *Reconciler) sync(ctx context.Context, bsbx *sandboxv1alpha1.BatchSandbo
 	return taskRes, nil
 }
 
-// missing reports whether some replica below n has no pod in pods.
-func missing(pods podSet, n int) bool {
+// missing reports whether some replica below n, not released, has no pod
+// in pods.
+func missing(pods podSet, n int, released map[int]taskexecutor.State) bool {
 	for i := range n {
-		if pods[i] == nil {
+		if _, ok := released[i]; !ok && pods[i] == nil {
 			return true
 		}
 	}

@@ -25,6 +25,7 @@ import (
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -190,7 +191,7 @@ const maxTaskCalls = 16
 // syncTasks hands each ready replica of bsbx its task and writes the task
 // counters into st. It adds the task-cleanup finalizer first. The result
 // asks for another look while some task is unfinished.
-func (r *Reconciler) syncTasks(ctx context.Context, bsbx *sandboxv1alpha1.BatchSandbox, obs observation, st *sandboxv1alpha1.BatchSandboxStatus) (ctrl.Result, error) {
+func (r *Reconciler) syncTasks(ctx context.Context, bsbx *sandboxv1alpha1.BatchSandbox, obs observation, pods podSet, st *sandboxv1alpha1.BatchSandboxStatus) (ctrl.Result, error) {
 	if bsbx.Spec.TaskTemplate == nil {
 		return ctrl.Result{}, nil
 	}
@@ -207,6 +208,10 @@ func (r *Reconciler) syncTasks(ctx context.Context, bsbx *sandboxv1alpha1.BatchS
 	sem := make(chan struct{}, maxTaskCalls)
 	for i := range obs.n {
 		p := obs.pods[i]
+		if s, ok := obs.released[i]; ok {
+			states[i] = s
+			continue
+		}
 		switch {
 		case p == nil || podFailure(p) != "":
 			if p != nil || obs.vanished[i] {
@@ -246,6 +251,9 @@ func (r *Reconciler) syncTasks(ctx context.Context, bsbx *sandboxv1alpha1.BatchS
 		}()
 	}
 	wg.Wait()
+	if err := r.releaseCompleted(ctx, bsbx, obs, pods, states); err != nil {
+		return ctrl.Result{}, err
+	}
 	var c taskCounts
 	for _, s := range states {
 		c.add(s)
@@ -310,4 +318,88 @@ func (r *Reconciler) finalizeTasks(ctx context.Context, bsbx *sandboxv1alpha1.Ba
 	}
 	logger.Info("tasks stopped; removed the task-cleanup finalizer")
 	return ctrl.Result{}, nil
+}
+
+// AnnotationTaskReleased on a BatchSandbox records the replicas whose task
+// completed and whose pod was released under
+// taskResourcePolicyWhenCompleted Release, as a JSON object from pod name
+// to the task's final state ("Succeeded" or "Failed"), so that the counts
+// survive the pods and the replicas are not made again. (Our own key: the
+// upstream operator keeps this in memory.)
+const AnnotationTaskReleased = "batch-sandbox.sandbox.opensandbox.io/task-released"
+
+// releasedReplicas reads AnnotationTaskReleased of bsbx: the replicas
+// below n whose pod was released, with their task's final state. An
+// unreadable annotation counts as empty (and is logged).
+func releasedReplicas(ctx context.Context, bsbx *sandboxv1alpha1.BatchSandbox, n int) map[int]taskexecutor.State {
+	raw := bsbx.Annotations[AnnotationTaskReleased]
+	if raw == "" {
+		return nil
+	}
+	var m map[string]taskexecutor.State
+	if err := json.Unmarshal([]byte(raw), &m); err != nil {
+		log.FromContext(ctx).Info("ignoring unreadable annotation", "annotation", AnnotationTaskReleased, "error", err.Error())
+		return nil
+	}
+	names := make([]string, 0, len(m))
+	for name := range m {
+		names = append(names, name)
+	}
+	out := map[int]taskexecutor.State{}
+	for i := range recordedIndexes(bsbx.Name, sandboxv1alpha1.Allocation{Pods: names}) {
+		if i < n {
+			out[i] = m[PodName(bsbx.Name, i)]
+		}
+	}
+	return out
+}
+
+// releaseCompleted, under taskResourcePolicyWhenCompleted Release, records
+// the replicas whose task has just completed in AnnotationTaskReleased
+// (first, so that a controller killed in between finds the record) and
+// deletes the pods of released replicas.
+func (r *Reconciler) releaseCompleted(ctx context.Context, bsbx *sandboxv1alpha1.BatchSandbox, obs observation, pods podSet, states []taskexecutor.State) error {
+	if p := bsbx.Spec.TaskResourcePolicyWhenCompleted; p == nil || *p != sandboxv1alpha1.TaskResourcePolicyRelease {
+		return nil
+	}
+	rec := map[string]taskexecutor.State{}
+	if raw := bsbx.Annotations[AnnotationTaskReleased]; raw != "" {
+		_ = json.Unmarshal([]byte(raw), &rec)
+	}
+	added := false
+	for i, s := range states {
+		if _, ok := obs.released[i]; ok {
+			continue
+		}
+		if s == taskexecutor.StateSucceeded || s == taskexecutor.StateFailed {
+			rec[PodName(bsbx.Name, i)] = s
+			added = true
+		}
+	}
+	if added {
+		data, err := json.Marshal(rec)
+		if err != nil {
+			return fmt.Errorf("encoding %s: %w", AnnotationTaskReleased, err)
+		}
+		orig := bsbx.DeepCopy()
+		if bsbx.Annotations == nil {
+			bsbx.Annotations = map[string]string{}
+		}
+		bsbx.Annotations[AnnotationTaskReleased] = string(data)
+		if err := r.Client.Patch(ctx, bsbx, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("recording released replicas: %w", err)
+		}
+	}
+	for name := range rec {
+		for i, p := range pods {
+			if p.Name != name || p.DeletionTimestamp != nil || i >= obs.n {
+				continue
+			}
+			if err := r.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+				return fmt.Errorf("releasing pod %s of a completed task: %w", p.Name, err)
+			}
+			log.FromContext(ctx).Info("released the pod of a completed task", "pod", p.Name, "task", rec[name])
+		}
+	}
+	return nil
 }

@@ -80,6 +80,7 @@ func TestTasks(t *testing.T) {
 	env := kubetest.Start(t)
 	t.Run("CountsAndShardPatches", func(t *testing.T) { testTaskCounts(t, env) })
 	t.Run("CleanupFinalizer", func(t *testing.T) { testTaskCleanup(t, env) })
+	t.Run("ReleasePolicy", func(t *testing.T) { testTaskRelease(t, env) })
 }
 
 func countsOf(b *sandboxv1alpha1.BatchSandbox) string {
@@ -254,5 +255,54 @@ func TestTaskFor(t *testing.T) {
 	b.Spec.ShardTaskPatches[0] = runtime.RawExtension{Raw: []byte(`{"spec":{"process":null}}`)}
 	if _, err := taskFor(b, 0); err == nil {
 		t.Error("a patch removing the process: no error")
+	}
+}
+
+// testTaskRelease: under taskResourcePolicyWhenCompleted Release the pod of
+// a completed task is deleted and not made again, and the counts keep the
+// task's outcome.
+func testTaskRelease(t *testing.T, env *kubetest.Env) {
+	ns := env.Namespace(t)
+	ex := executors(t, "tr-0", "tr-1")
+	startTaskManager(t, env, ns, ex)
+	c := env.Client
+
+	b := newBatch(ns, "tr", 2)
+	release := sandboxv1alpha1.TaskResourcePolicyRelease
+	b.Spec.TaskResourcePolicyWhenCompleted = &release
+	b.Spec.TaskTemplate = &sandboxv1alpha1.TaskTemplateSpec{Spec: sandboxv1alpha1.TaskSpec{Process: &sandboxv1alpha1.ProcessTask{
+		Command: []string{"true"},
+	}}}
+	b.Spec.ShardTaskPatches = []runtime.RawExtension{{Raw: []byte(`{}`)}, {Raw: []byte(`{"spec":{"process":{"command":["false"]}}}`)}}
+	if err := c.Create(ctxT(t), b); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "2 pods", func() string {
+		if n := len(pods(t, c, ns, "tr")); n != 2 {
+			return fmt.Sprintf("%d pods", n)
+		}
+		return ""
+	})
+	runPod(t, c, ns, "tr-0", "10.0.1.1")
+	runPod(t, c, ns, "tr-1", "10.0.1.2")
+	eventually(t, "both pods released, counts 1 succeeded 1 failed, phase Succeed", func() string {
+		got := getBatch(t, c, ns, "tr")
+		if ps := pods(t, c, ns, "tr"); len(ps) != 0 {
+			return fmt.Sprintf("pods %v remain", podNames(ps))
+		}
+		if got.Status.TaskSucceed != 1 || got.Status.TaskFailed != 1 {
+			return countsOf(got)
+		}
+		if got.Status.Phase != sandboxv1alpha1.BatchSandboxPhaseSucceed {
+			return "phase " + string(got.Status.Phase) + "; " + condition(got, sandboxv1alpha1.BatchSandboxConditionPodFailed)
+		}
+		return ""
+	})
+	got := getBatch(t, c, ns, "tr")
+	if want := `{"tr-0":"Succeeded","tr-1":"Failed"}`; got.Annotations[AnnotationTaskReleased] != want {
+		t.Errorf("%s = %s, want %s", AnnotationTaskReleased, got.Annotations[AnnotationTaskReleased], want)
+	}
+	if ps := pods(t, c, ns, "tr"); len(ps) != 0 {
+		t.Errorf("released replicas got pods again: %v", podNames(ps))
 	}
 }
