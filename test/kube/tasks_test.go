@@ -44,7 +44,7 @@ func TestOperatorTasks(t *testing.T) {
 			Replicas: &replicas,
 			Template: &corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 				TerminationGracePeriodSeconds: ptr(int64(0)),
-				Volumes: []corev1.Volume{{Name: "execd", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+				Volumes:                       []corev1.Volume{{Name: "execd", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 				InitContainers: []corev1.Container{{
 					Name: "install-execd", Image: execdImage, ImagePullPolicy: corev1.PullIfNotPresent,
 					Args:         []string{"install", "/opt/opensandbox"},
