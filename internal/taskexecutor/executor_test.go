@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -298,5 +299,63 @@ func TestHTTP(t *testing.T) {
 	}
 	if _, err := e.Get("a"); err == nil {
 		t.Error("a finished task is still listed after DELETE")
+	}
+}
+
+// TestSidecarMode runs a task the way the sidecar does: in the root and
+// with the environment of the process marked with MainContainerEnv (here
+// a process of this machine, so the root is the same; what is tested is
+// finding it, entering its root and taking its environment). Needs root
+// for chroot.
+func TestSidecarMode(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chroot needs root")
+	}
+	marker := "sbx-" + strings.ReplaceAll(t.Name(), "/", "-")
+	dir := t.TempDir()
+	main := exec.Command("sleep", "60")
+	main.Env = append(os.Environ(), MainContainerEnv+"="+marker, "FROM_MAIN=yes")
+	if err := main.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = main.Process.Kill(); _ = main.Wait() })
+	self, _ := os.Executable()
+	e, err := Open(Config{DataDir: t.TempDir(), SidecarMode: true, MainContainerName: marker, ShimCommand: []string{self, "shim"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	task := shTask("side", `printf "$FROM_MAIN $OWN $(pwd)" > `+dir+`/out`)
+	task.Process.Env = []corev1.EnvVar{{Name: "OWN", Value: "mine"}}
+	if _, err := e.Create(task); err != nil {
+		t.Fatal(err)
+	}
+	if term := terminated(t, e, "side"); term.ExitCode != 0 {
+		t.Fatalf("task: %+v", term)
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "out")); err != nil || string(data) != "yes mine /" {
+		t.Errorf("task wrote %q (%v), want %q", data, err, "yes mine /")
+	}
+
+	// With no marked process the task waits, and starts once one appears.
+	e2, err := Open(Config{DataDir: t.TempDir(), SidecarMode: true, MainContainerName: marker + "-later", ShimCommand: []string{self, "shim"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e2.Close)
+	if _, err := e2.Create(shTask("later", "exit 4")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, e2, "later", "waiting for the sandbox container", func(t Task, err error) bool {
+		return err == nil && t.ProcessStatus.Waiting != nil && t.ProcessStatus.Waiting.Reason == ReasonMainContainerWait
+	})
+	later := exec.Command("sleep", "60")
+	later.Env = append(os.Environ(), MainContainerEnv+"="+marker+"-later")
+	if err := later.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = later.Process.Kill(); _ = later.Wait() })
+	if term := terminated(t, e2, "later"); term.ExitCode != 4 {
+		t.Errorf("later: %+v, want exit 4", term)
 	}
 }
