@@ -71,6 +71,21 @@ func TestOperatorTasks(t *testing.T) {
 	if err := cl.Create(ctx, bsbx); err != nil {
 		t.Fatalf("create BatchSandbox: %v", err)
 	}
+	// The task-cleanup finalizer needs the controller: should the test stop
+	// early, delete the BatchSandbox while it still runs (cleanups run last
+	// registered first), or the namespace would never finish terminating.
+	t.Cleanup(func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
+		defer ccancel()
+		b := &sandboxv1alpha1.BatchSandbox{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tasks"}}
+		if err := cl.Delete(cctx, b); apierrors.IsNotFound(err) {
+			return
+		}
+		_ = wait.PollUntilContextCancel(cctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			return apierrors.IsNotFound(cl.Get(ctx, client.ObjectKeyFromObject(b), b)), nil
+		})
+	})
+	start := time.Now()
 	var ips []string
 	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(bsbx), bsbx); err != nil {
@@ -94,6 +109,7 @@ func TestOperatorTasks(t *testing.T) {
 		t.Fatalf("want 1 succeeded and 1 failed task: %v (running %d succeed %d failed %d pending %d unknown %d, endpoints %q)",
 			err, s.TaskRunning, s.TaskSucceed, s.TaskFailed, s.TaskPending, s.TaskUnknown, ips)
 	}
+	t.Logf("tasks counted 1 succeeded, 1 failed %v after create", time.Since(start).Round(time.Millisecond))
 	if s := bsbx.Status; s.TaskRunning != 0 || s.TaskPending != 0 || s.TaskUnknown != 0 {
 		t.Errorf("status: running %d pending %d unknown %d, want 0", s.TaskRunning, s.TaskPending, s.TaskUnknown)
 	}
@@ -106,6 +122,7 @@ func TestOperatorTasks(t *testing.T) {
 
 	// Deleting waits for the executors to stop the tasks (the finalizer),
 	// then the BatchSandbox goes.
+	start = time.Now()
 	if err := cl.Delete(ctx, bsbx); err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +133,7 @@ func TestOperatorTasks(t *testing.T) {
 	if err != nil {
 		t.Fatalf("BatchSandbox not gone after delete: %v (finalizers %v)", err, bsbx.Finalizers)
 	}
+	t.Logf("BatchSandbox gone %v after delete", time.Since(start).Round(time.Millisecond))
 }
 
 // execdDownload reads path in a sandbox through execd's file API on ip.
