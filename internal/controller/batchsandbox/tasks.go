@@ -238,7 +238,7 @@ func (r *Reconciler) syncTasks(ctx context.Context, bsbx *sandboxv1alpha1.BatchS
 			defer cancel()
 			tasks, err := r.Tasks.client(p).SetTasks(cctx, []taskexecutor.Task{task})
 			if err != nil {
-				logger.V(1).Info("task executor did not answer", "pod", p.Name, "error", err.Error())
+				logger.Info("task executor did not take the task", "pod", p.Name, "error", err.Error())
 				states[i] = "Unknown"
 				return
 			}
