@@ -10,11 +10,11 @@ STATIC    := CGO_ENABLED=0
 LDFLAGS   := -s -w
 EXECD_PORT ?= 44772
 
-.PHONY: all build execd egress server osb mcp controller images kube-images run run-execd test deps unit e2e e2e-clean kube-assets cluster cluster-down kube-e2e bench lint fmt generate clean
+.PHONY: all build execd egress server osb mcp controller task-executor images kube-images run run-execd test deps unit e2e e2e-clean kube-assets cluster cluster-down kube-e2e bench lint fmt generate clean
 
 all: build
 
-build: execd egress server osb mcp controller
+build: execd egress server osb mcp controller task-executor
 
 # execd runs inside arbitrary images (glibc or musl), so it is static.
 execd:
@@ -38,6 +38,12 @@ mcp:
 controller:
 	@mkdir -p $(BIN)
 	$(STATIC) $(GO) build $(GOFLAGS) -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/opensandbox-controller ./cmd/opensandbox-controller
+
+# The BatchSandbox task executor, injected as a sidecar; static like the
+# controller so that its image is the binary alone.
+task-executor:
+	@mkdir -p $(BIN)
+	$(STATIC) $(GO) build $(GOFLAGS) -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/task-executor ./cmd/task-executor
 
 server:
 	@mkdir -p $(BIN)
@@ -109,7 +115,7 @@ cluster: deps images kube-images
 
 # Images of our static binaries that run in the cluster's pods (controller,
 # execd for init containers), built from bin/ without a registry.
-kube-images: execd controller
+kube-images: execd controller task-executor
 	@bash scripts/kube/static-images.sh
 
 # Stops and removes the cluster, leaving Docker alone.

@@ -72,6 +72,9 @@ type options struct {
 	// watchNamespaces limits the controller to these namespaces (its
 	// caches and reconcilers); empty means every namespace.
 	watchNamespaces []string
+	// taskExecutorImage is the image of the task-executor sidecar injected
+	// into the pods of BatchSandboxes with a taskTemplate.
+	taskExecutorImage string
 }
 
 // serviceAccountNamespaceFile exists in a pod that runs with a service
@@ -98,6 +101,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.Float64Var(&o.qps, "kube-client-qps", 100, "queries per second to the apiserver")
 	fs.IntVar(&o.burst, "kube-client-burst", 200, "burst of queries to the apiserver")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.taskExecutorImage, "task-executor-image", batchsandbox.DefaultTaskExecutorImage, "image of the task-executor sidecar injected into pods of BatchSandboxes with a taskTemplate")
 	watch := fs.String("watch-namespace", "", "comma-separated namespaces to act in (default: all); the Lease defaults to the controller's own namespace in a pod, else the first of them")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: opensandbox-controller [flags]")
@@ -231,7 +235,7 @@ func newManager(cfg *rest.Config, o options) (manager.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := (&batchsandbox.Reconciler{}).SetupWithManager(mgr); err != nil {
+	if err := (&batchsandbox.Reconciler{Tasks: batchsandbox.TaskOptions{ExecutorImage: o.taskExecutorImage}}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the %s controller: %w", batchsandbox.ControllerName, err)
 	}
 	if err := pool.SetupWithManager(mgr); err != nil {

@@ -28,8 +28,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/opensandbox-go/opensandbox/internal/taskexecutor"
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
 )
 
@@ -58,6 +60,8 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Tasks configures spec.taskTemplate's executors (tasks.go).
+	Tasks TaskOptions
 }
 
 // SetupWithManager registers the reconciler with mgr: it watches
@@ -90,6 +94,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var bsbx sandboxv1alpha1.BatchSandbox
 	if err := r.Client.Get(ctx, req.NamespacedName, &bsbx); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if bsbx.DeletionTimestamp != nil && controllerutil.ContainsFinalizer(&bsbx, sandboxv1alpha1.FinalizerTaskCleanup) {
+		return r.finalizeTasks(ctx, &bsbx)
 	}
 	if bsbx.DeletionTimestamp != nil || bsbx.Spec.PoolRef != "" || bsbx.Spec.Template == nil {
 		// Being deleted (its pods go with it through their owner
@@ -184,11 +191,12 @@ func (r *Reconciler) sync(ctx context.Context, bsbx *sandboxv1alpha1.BatchSandbo
 		logger.Info("ignoring unreadable pod record", "error", err.Error())
 	}
 	rec := recordedIndexes(bsbx.Name, alloc)
+	released := releasedReplicas(ctx, bsbx, n)
 
 	// A replica without a pod in the cache is either not created yet or
 	// gone. The cache may lag behind this controller's own writes, so that
 	// decision is taken on fresh reads.
-	if missing(pods, n) {
+	if missing(pods, n, released) {
 		fresh := &sandboxv1alpha1.BatchSandbox{}
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(bsbx), fresh); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -206,9 +214,12 @@ func (r *Reconciler) sync(ctx context.Context, bsbx *sandboxv1alpha1.BatchSandbo
 		}
 	}
 
-	obs := observation{n: n, pods: make(podSet, n), vanished: map[int]bool{}}
+	obs := observation{n: n, pods: make(podSet, n), vanished: map[int]bool{}, released: released}
 	var createErrs []error
 	for i := range n {
+		if _, ok := released[i]; ok {
+			continue // its task completed and its pod was given up (tasks.go)
+		}
 		if p, ok := pods[i]; ok {
 			obs.pods[i] = p
 			continue
@@ -250,6 +261,10 @@ func (r *Reconciler) sync(ctx context.Context, bsbx *sandboxv1alpha1.BatchSandbo
 	}
 
 	st := computeStatus(bsbx, obs)
+	taskRes, err := r.syncTasks(ctx, bsbx, obs, pods, &st)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if !equality.Semantic.DeepEqual(st, bsbx.Status) {
 		bsbx.Status = st
 		if err := r.Client.Status().Update(ctx, bsbx); err != nil {
@@ -259,13 +274,14 @@ func (r *Reconciler) sync(ctx context.Context, bsbx *sandboxv1alpha1.BatchSandbo
 	if obs.createErr != nil {
 		return ctrl.Result{}, obs.createErr
 	}
-	return ctrl.Result{}, nil
+	return taskRes, nil
 }
 
-// missing reports whether some replica below n has no pod in pods.
-func missing(pods podSet, n int) bool {
+// missing reports whether some replica below n, not released, has no pod
+// in pods.
+func missing(pods podSet, n int, released map[int]taskexecutor.State) bool {
 	for i := range n {
-		if pods[i] == nil {
+		if _, ok := released[i]; !ok && pods[i] == nil {
 			return true
 		}
 	}
@@ -280,6 +296,7 @@ func (r *Reconciler) createPod(ctx context.Context, bsbx *sandboxv1alpha1.BatchS
 	if err != nil {
 		return nil, fmt.Errorf("replica %d: %w", index, err)
 	}
+	injectTaskExecutor(bsbx, pod, r.Tasks.image())
 	err = r.Client.Create(ctx, pod)
 	if err == nil {
 		return pod, nil

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/opensandbox-go/opensandbox/internal/taskexecutor"
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
 )
 
@@ -33,6 +34,10 @@ type observation struct {
 	vanished map[int]bool
 	// createErr is why creating a pod failed in this reconcile, if it did.
 	createErr error
+	// released are indexes below n whose task completed and whose pod was
+	// released (taskResourcePolicyWhenCompleted Release), with the task's
+	// final state; they need no pod.
+	released map[int]taskexecutor.State
 }
 
 // failures lists, in index order, why replicas failed: pods that failed,
@@ -74,7 +79,7 @@ func computeStatus(bsbx *sandboxv1alpha1.BatchSandbox, o observation) sandboxv1a
 	st.Replicas, st.Allocated, st.Ready = total, allocated, ready
 
 	failed := o.failures(bsbx.Name)
-	n := int32(o.n)
+	n := int32(o.n - len(o.released))
 	switch {
 	case len(failed) > 0:
 		st.Phase = sandboxv1alpha1.BatchSandboxPhaseFailed
@@ -96,7 +101,7 @@ func computeStatus(bsbx *sandboxv1alpha1.BatchSandbox, o observation) sandboxv1a
 		set(sandboxv1alpha1.BatchSandboxConditionReady, metav1.ConditionFalse, ReasonNotReady, readyMsg)
 	}
 	// Progressing: some replica that has not failed is still coming up.
-	starting := int32(o.n) - ready - int32(len(failed))
+	starting := n - ready - int32(len(failed))
 	switch {
 	case o.createErr != nil:
 		set(sandboxv1alpha1.BatchSandboxConditionProgressing, metav1.ConditionTrue, ReasonPodCreateFailed,
