@@ -33,6 +33,9 @@ type observation struct {
 	vanished map[int]bool
 	// createErr is why creating a pod failed in this reconcile, if it did.
 	createErr error
+	// names, in pool mode, are the pod names of the replicas by index (the
+	// alloc-status order); nil in template mode, where they are PodName.
+	names []string
 }
 
 // failures lists, in index order, why replicas failed: pods that failed,
@@ -45,7 +48,11 @@ func (o observation) failures(batch string) []string {
 				out = append(out, fmt.Sprintf("pod %s %s", p.Name, why))
 			}
 		} else if o.vanished[i] {
-			out = append(out, fmt.Sprintf("pod %s was deleted", PodName(batch, i)))
+			name := PodName(batch, i)
+			if i < len(o.names) {
+				name = o.names[i]
+			}
+			out = append(out, fmt.Sprintf("pod %s was deleted", name))
 		}
 	}
 	return out
