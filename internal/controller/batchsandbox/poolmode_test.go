@@ -422,7 +422,7 @@ func testPoolExpiry(t *testing.T, env *kubetest.Env) {
 	kubelet(t, c, ns)
 	mustCreate(t, c, warmPool(ns, "p", sandboxv1alpha1.CapacitySpec{BufferMin: 2, BufferMax: 2, PoolMax: 6}, sandboxv1alpha1.RecycleDelete, "opensandbox/base:latest"))
 	b := pooledBatch(ns, "b", "p", 2)
-	b.Spec.ExpireTime = &metav1.Time{Time: time.Now().Add(3 * time.Second)}
+	b.Spec.ExpireTime = &metav1.Time{Time: time.Now().Add(8 * time.Second)}
 	mustCreate(t, c, b)
 	waitServed(t, c, ns, "b", "p", 2)
 	eventually(t, "expired batch deleted and its pods released", func() string {
