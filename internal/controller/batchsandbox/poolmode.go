@@ -283,6 +283,11 @@ func (r *PoolReconciler) sync(ctx context.Context, b *sandboxv1alpha1.BatchSandb
 		}
 	}
 
+	if !wrote && !slices.Equal(held, alloc.Pods) {
+		// Allocate read a newer alloc-status than the cache holds: the
+		// cache lags; the event bringing it up to date reconciles again.
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
 	if !wrote {
 		// The allocation write carried endpoints and finalizer; without
 		// one, bring them up to date (a pod's IP or state changed).
@@ -299,15 +304,18 @@ func (r *PoolReconciler) sync(ctx context.Context, b *sandboxv1alpha1.BatchSandb
 			obs.vanished[i] = true
 		}
 	}
-	st := computeStatus(b, obs)
-	st.Allocated = int32(len(held))
-	if len(held) < n {
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: sandboxv1alpha1.BatchSandboxConditionProgressing, Status: metav1.ConditionTrue,
-			Reason: ReasonWaitingForPool, Message: waiting, ObservedGeneration: b.Generation,
-		})
+	status := func(base *sandboxv1alpha1.BatchSandbox) sandboxv1alpha1.BatchSandboxStatus {
+		st := computeStatus(base, obs)
+		st.Allocated = int32(len(held))
+		if len(held) < n {
+			meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+				Type: sandboxv1alpha1.BatchSandboxConditionProgressing, Status: metav1.ConditionTrue,
+				Reason: ReasonWaitingForPool, Message: waiting, ObservedGeneration: base.Generation,
+			})
+		}
+		return st
 	}
-	if err := r.writeStatus(ctx, b, st); err != nil {
+	if err := r.writeStatus(ctx, b, status); err != nil {
 		return ctrl.Result{}, err
 	}
 	if len(held) < n {
@@ -452,11 +460,25 @@ func (r *PoolReconciler) writeAnnotations(ctx context.Context, b *sandboxv1alpha
 	return nil
 }
 
-// writeStatus writes st as b's whole status when it differs, as a merge
-// patch (b's resourceVersion may be behind the allocation just written;
-// this controller is the only writer of a pool-mode batch's status).
-func (r *PoolReconciler) writeStatus(ctx context.Context, b *sandboxv1alpha1.BatchSandbox, st sandboxv1alpha1.BatchSandboxStatus) error {
+// writeStatus writes status(b) as b's whole status when it differs, as a
+// merge patch (b's resourceVersion may be behind the allocation just
+// written; this controller is the only writer of a pool-mode batch's
+// status). The cache often lacks the last status write just after an
+// allocation, so before writing, the status is computed again on a fresh
+// read (keeping its condition times): a read is cheaper than a write.
+func (r *PoolReconciler) writeStatus(ctx context.Context, b *sandboxv1alpha1.BatchSandbox, status func(*sandboxv1alpha1.BatchSandbox) sandboxv1alpha1.BatchSandboxStatus) error {
+	st := status(b)
 	if equality.Semantic.DeepEqual(st, b.Status) {
+		return nil
+	}
+	var fresh sandboxv1alpha1.BatchSandbox
+	if err := r.Direct.Get(ctx, client.ObjectKeyFromObject(b), &fresh); err != nil {
+		return fmt.Errorf("reading BatchSandbox %s/%s: %w", b.Namespace, b.Name, client.IgnoreNotFound(err))
+	}
+	if fresh.UID != b.UID {
+		return nil
+	}
+	if st = status(&fresh); equality.Semantic.DeepEqual(st, fresh.Status) {
 		return nil
 	}
 	body, err := json.Marshal(map[string]any{"status": st})
@@ -515,12 +537,15 @@ func (r *PoolReconciler) finalize(ctx context.Context, b *sandboxv1alpha1.BatchS
 // reportReleaseFailure puts why the release failed into the Progressing
 // condition (best effort: the error is returned and logged anyway).
 func (r *PoolReconciler) reportReleaseFailure(ctx context.Context, b *sandboxv1alpha1.BatchSandbox, cause error) {
-	st := *b.Status.DeepCopy()
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: sandboxv1alpha1.BatchSandboxConditionProgressing, Status: metav1.ConditionTrue,
-		Reason: ReasonReleaseFailed, Message: cause.Error(), ObservedGeneration: b.Generation,
-	})
-	if err := r.writeStatus(ctx, b, st); err != nil {
+	status := func(base *sandboxv1alpha1.BatchSandbox) sandboxv1alpha1.BatchSandboxStatus {
+		st := *base.Status.DeepCopy()
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: sandboxv1alpha1.BatchSandboxConditionProgressing, Status: metav1.ConditionTrue,
+			Reason: ReasonReleaseFailed, Message: cause.Error(), ObservedGeneration: base.Generation,
+		})
+		return st
+	}
+	if err := r.writeStatus(ctx, b, status); err != nil {
 		log.FromContext(ctx).Error(err, "reporting a failed release")
 	}
 }
