@@ -175,7 +175,7 @@ func (b *bench) run() error {
 	}
 	fmt.Printf("kube: %d sandboxes -> %d endpoints published: pool mode %v | template mode %v | ratio %.3f | target pool <= 0.5s: %s\n",
 		b.n, b.n, pooled.Round(time.Millisecond), templ.Round(time.Millisecond), float64(pooled)/float64(templ), verdict)
-	fmt.Printf("kube: API writes by the controller for the pooled allocation of %d pods: %s\n", b.n, writes)
+	fmt.Printf("kube: API writes by the controller for the pooled allocation of %d pods (every object: the BatchSandbox's allocation and status, the Pool's status): %s\n", b.n, writes)
 	return nil
 }
 
