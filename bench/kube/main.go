@@ -17,7 +17,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -250,37 +249,50 @@ func (b *bench) templateSide(ctx context.Context) (time.Duration, error) {
 }
 
 // timeEndpoints creates bsbx and returns the time until its endpoints
-// annotation lists b.n IPs, watched as it changes.
+// annotation lists b.n IPs, watched as it changes (a watch the apiserver
+// closes is opened again, after a read of the current state).
 func (b *bench) timeEndpoints(ctx context.Context, bsbx *sandboxv1alpha1.BatchSandbox) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+	defer cancel()
+	done := func(got *sandboxv1alpha1.BatchSandbox) (bool, error) {
+		ips, err := sandboxv1alpha1.Endpoints(got)
+		return len(ips) == b.n, err
+	}
 	w, err := b.cl.Watch(ctx, &sandboxv1alpha1.BatchSandboxList{}, client.InNamespace(b.ns))
 	if err != nil {
 		return 0, fmt.Errorf("watching BatchSandboxes: %w", err)
 	}
-	defer w.Stop()
 	t0 := time.Now()
 	if err := b.cl.Create(ctx, bsbx); err != nil {
+		w.Stop()
 		return 0, err
 	}
-	deadline := time.After(20 * time.Minute)
 	for {
-		select {
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return 0, errors.New("watch closed")
-			}
+		for ev := range w.ResultChan() {
 			got, ok := ev.Object.(*sandboxv1alpha1.BatchSandbox)
 			if !ok || got.Name != bsbx.Name {
 				continue
 			}
-			ips, err := sandboxv1alpha1.Endpoints(got)
-			if err != nil {
-				return 0, err
+			if ok, err := done(got); ok || err != nil {
+				w.Stop()
+				return time.Since(t0), err
 			}
-			if len(ips) == b.n {
-				return time.Since(t0), nil
-			}
-		case <-deadline:
+		}
+		w.Stop()
+		if ctx.Err() != nil {
 			return 0, fmt.Errorf("%s: %d endpoints not published within 20m", bsbx.Name, b.n)
+		}
+		if w, err = b.cl.Watch(ctx, &sandboxv1alpha1.BatchSandboxList{}, client.InNamespace(b.ns)); err != nil {
+			return 0, fmt.Errorf("watching BatchSandboxes again: %w", err)
+		}
+		var cur sandboxv1alpha1.BatchSandbox
+		if err := b.cl.Get(ctx, client.ObjectKeyFromObject(bsbx), &cur); err != nil {
+			w.Stop()
+			return 0, err
+		}
+		if ok, err := done(&cur); ok || err != nil {
+			w.Stop()
+			return time.Since(t0), err
 		}
 	}
 }
