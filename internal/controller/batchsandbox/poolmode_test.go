@@ -255,6 +255,7 @@ func TestPoolMode(t *testing.T) {
 	t.Run("AnyPoolMatchesTemplate", func(t *testing.T) { testPoolAny(t, env) })
 	t.Run("DeleteReleasesDelete", func(t *testing.T) { testPoolRelease(t, env, sandboxv1alpha1.RecycleDelete) })
 	t.Run("DeleteReleasesNoop", func(t *testing.T) { testPoolRelease(t, env, sandboxv1alpha1.RecycleNoop) })
+	t.Run("ScaleDownReleases", func(t *testing.T) { testPoolScaleDown(t, env) })
 	t.Run("Expiry", func(t *testing.T) { testPoolExpiry(t, env) })
 	t.Run("PodFailedNotReplaced", func(t *testing.T) { testPoolPodFailed(t, env) })
 	t.Run("RestartNoDoubleAllocation", func(t *testing.T) { testPoolRestart(t, env) })
@@ -420,6 +421,28 @@ func testPoolRelease(t *testing.T, env *kubetest.Env, recycle sandboxv1alpha1.Re
 		}
 		return ""
 	})
+}
+
+func testPoolScaleDown(t *testing.T, env *kubetest.Env) {
+	c, ns := env.Client, env.Namespace(t)
+	startPoolManager(t, env, ns, nil, nil)
+	kubelet(t, c, ns)
+	mustCreate(t, c,
+		warmPool(ns, "p", sandboxv1alpha1.CapacitySpec{BufferMin: 3, BufferMax: 3, PoolMax: 6}, sandboxv1alpha1.RecycleDelete, "opensandbox/base:latest"),
+		pooledBatch(ns, "b", "p", 3))
+	held := allocOf(waitServed(t, c, ns, "b", "p", 3))
+	before := poolPodsByName(t, c, ns, "p")
+	scale(t, c, ns, "b", 1)
+	b := waitServed(t, c, ns, "b", "p", 1)
+	if got := allocOf(b); !slices.Equal(got, held[:1]) {
+		t.Errorf("after scaling to 1 the batch holds %v, want the first of %v", got, held)
+	}
+	after := poolPodsByName(t, c, ns, "p")
+	for _, n := range held[1:] {
+		if p, ok := after[n]; ok && p.UID == before[n].UID {
+			t.Errorf("pod %s of a removed replica survived (recycleStrategy Delete)", n)
+		}
+	}
 }
 
 func testPoolExpiry(t *testing.T, env *kubetest.Env) {
