@@ -238,6 +238,9 @@ func newManager(cfg *rest.Config, o options) (manager.Manager, error) {
 	if err := (&batchsandbox.Reconciler{Tasks: batchsandbox.TaskOptions{ExecutorImage: o.taskExecutorImage}}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the %s controller: %w", batchsandbox.ControllerName, err)
 	}
+	if err := (&batchsandbox.PoolReconciler{}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the %s controller: %w", batchsandbox.PoolControllerName, err)
+	}
 	if err := pool.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the pool controller: %w", err)
 	}

@@ -11,8 +11,8 @@
 // exists was deleted by someone else and is reported in the PodFailed
 // condition, not recreated.
 //
-// BatchSandboxes with spec.poolRef (pool mode) are left to the pool
-// allocator; pause and resume and tasks are not handled here.
+// BatchSandboxes with spec.poolRef (pool mode) are left to PoolReconciler
+// (poolmode.go); pause and resume and tasks are not handled here.
 package batchsandbox
 
 import (

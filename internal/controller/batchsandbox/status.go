@@ -38,6 +38,9 @@ type observation struct {
 	// released (taskResourcePolicyWhenCompleted Release), with the task's
 	// final state; they need no pod.
 	released map[int]taskexecutor.State
+	// names, in pool mode, are the pod names of the replicas by index (the
+	// alloc-status order); nil in template mode, where they are PodName.
+	names []string
 }
 
 // failures lists, in index order, why replicas failed: pods that failed,
@@ -50,7 +53,11 @@ func (o observation) failures(batch string) []string {
 				out = append(out, fmt.Sprintf("pod %s %s", p.Name, why))
 			}
 		} else if o.vanished[i] {
-			out = append(out, fmt.Sprintf("pod %s was deleted", PodName(batch, i)))
+			name := PodName(batch, i)
+			if i < len(o.names) {
+				name = o.names[i]
+			}
+			out = append(out, fmt.Sprintf("pod %s was deleted", name))
 		}
 	}
 	return out

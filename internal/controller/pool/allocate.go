@@ -53,6 +53,22 @@ func lockPool(pool *sandboxv1alpha1.Pool) (unlock func()) {
 // Allocate must run in the one process that writes allocations — the
 // controller, which holds the leader-election lease.
 func Allocate(ctx context.Context, c client.Client, pool *sandboxv1alpha1.Pool, bsbx *sandboxv1alpha1.BatchSandbox, n int) ([]string, error) {
+	return AllocateWith(ctx, c, pool, bsbx, n, nil)
+}
+
+// AllocateHook is called by AllocateWith on the fresh BatchSandbox b just
+// before the update that adds pods to its alloc-status: held is what
+// alloc-status will list, added the pods being added as just read from the
+// apiserver (their IPs, for instance). What the hook changes in b's
+// metadata (annotations, finalizers) goes out in the same write; an error
+// aborts the allocation. It may be called more than once (on conflicts).
+type AllocateHook func(b *sandboxv1alpha1.BatchSandbox, held []string, added []corev1.Pod) error
+
+// AllocateWith is Allocate with a hook that rides along in the one write
+// of the allocation (for the endpoints annotation and the finalizer), so
+// that claiming N pods and publishing them stays one API write. hook may
+// be nil.
+func AllocateWith(ctx context.Context, c client.Client, pool *sandboxv1alpha1.Pool, bsbx *sandboxv1alpha1.BatchSandbox, n int, hook AllocateHook) ([]string, error) {
 	if bsbx.Namespace != pool.Namespace {
 		return nil, fmt.Errorf("allocating from pool %s/%s to BatchSandbox %s/%s: not in the same namespace", pool.Namespace, pool.Name, bsbx.Namespace, bsbx.Name)
 	}
@@ -83,8 +99,16 @@ func Allocate(ctx context.Context, c client.Client, pool *sandboxv1alpha1.Pool, 
 		if take == 0 {
 			return nil
 		}
-		next := append(slices.Clone(held), avail[:take]...)
+		next := slices.Clone(held)
+		for i := range avail[:take] {
+			next = append(next, avail[i].Name)
+		}
 		sandboxv1alpha1.SetAllocation(&fresh, sandboxv1alpha1.AnnotationAllocStatus, sandboxv1alpha1.Allocation{Pods: next})
+		if hook != nil {
+			if err := hook(&fresh, next, avail[:take]); err != nil {
+				return err
+			}
+		}
 		if err := c.Update(ctx, &fresh); err != nil {
 			return fmt.Errorf("writing alloc-status of BatchSandbox %s/%s: %w", bsbx.Namespace, bsbx.Name, err)
 		}
@@ -97,9 +121,9 @@ func Allocate(ctx context.Context, c client.Client, pool *sandboxv1alpha1.Pool, 
 	return held, nil
 }
 
-// availablePods are the names, sorted, of pool's pods that can be
-// allocated, read from the apiserver through c.
-func availablePods(ctx context.Context, c client.Client, pool *sandboxv1alpha1.Pool) ([]string, error) {
+// availablePods are pool's pods that can be allocated, sorted by name,
+// read from the apiserver through c.
+func availablePods(ctx context.Context, c client.Client, pool *sandboxv1alpha1.Pool) ([]corev1.Pod, error) {
 	var fresh sandboxv1alpha1.Pool
 	if err := c.Get(ctx, client.ObjectKeyFromObject(pool), &fresh); err != nil {
 		return nil, fmt.Errorf("reading pool: %w", err)
@@ -116,13 +140,13 @@ func availablePods(ctx context.Context, c client.Client, pool *sandboxv1alpha1.P
 	if err != nil {
 		return nil, err
 	}
-	var out []string
+	var out []corev1.Pod
 	for i := range pods {
 		if podAvailable(&pods[i], revision, allocated) {
-			out = append(out, pods[i].Name)
+			out = append(out, pods[i])
 		}
 	}
-	sort.Strings(out)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
 

@@ -12,9 +12,12 @@ const PoolRefAny = "*"
 
 // BatchSandboxSpec is the desired state of a BatchSandbox: replicas sandbox
 // pods, made from template (template mode) or claimed idle from a warm Pool
-// (pool mode, poolRef). Exactly one of template and poolRef is set.
+// (pool mode, poolRef). Exactly one of template and poolRef is set, except
+// that poolRef "*" may come with a template: it then picks a Pool whose
+// template matches that one (same images, labels, node selector, enough
+// resources); without one, any Pool of the namespace.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.template) != has(self.poolRef)",message="exactly one of spec.template and spec.poolRef must be set",fieldPath=".poolRef"
+// +kubebuilder:validation:XValidation:rule="has(self.template) != has(self.poolRef) || (has(self.poolRef) && self.poolRef == '*')",message="exactly one of spec.template and spec.poolRef must be set (a template may come with poolRef \"*\" only, to choose the pool)",fieldPath=".poolRef"
 // +kubebuilder:validation:XValidation:rule="!has(self.pause) || !self.pause || self.replicas == 1",message="spec.pause can be true only when spec.replicas is 1",fieldPath=".pause"
 type BatchSandboxSpec struct {
 	// Replicas is how many sandbox pods the batch has. Default 1.
@@ -24,8 +27,8 @@ type BatchSandboxSpec struct {
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// PoolRef names the Pool whose idle pods are claimed (pool mode), or is
-	// "*" for any Pool whose template matches. Mutually exclusive with
-	// template. Claiming costs one write to this object's alloc-status
+	// "*" for any Pool whose template matches template (when set). Mutually
+	// exclusive with template except for "*". Claiming costs one write to this object's alloc-status
 	// annotation, however many pods it takes.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253

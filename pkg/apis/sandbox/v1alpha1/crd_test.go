@@ -182,6 +182,12 @@ func testBatchSandboxDefaults(t *testing.T, env *kubetest.Env) {
 			t.Errorf("poolRef %q: template appeared: %v", poolRef, in.Spec.Template)
 		}
 	}
+	// poolRef "*" may come with a template, which then chooses the pool.
+	any := batch(ns, "any-with-template")
+	any.Spec.PoolRef = v1.PoolRefAny
+	if err := c.Create(ctx, any); err != nil {
+		t.Errorf("Create(poolRef \"*\" with a template): %v", err)
+	}
 }
 
 func testPoolRoundTrip(t *testing.T, env *kubetest.Env) {
