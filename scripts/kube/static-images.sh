@@ -18,6 +18,7 @@ BIN=${BIN:-bin}
 IMAGES=(
 	'opensandbox/execd:latest|execd|["/execd"]'
 	'opensandbox/controller:latest|opensandbox-controller|["/opensandbox-controller"]'
+	'opensandbox/image-committer:latest|image-committer|["/image-committer"]'
 )
 
 if [ "${1:-}" = --list ]; then
