@@ -40,6 +40,7 @@ import (
 
 	"github.com/opensandbox-go/opensandbox/internal/controller/batchsandbox"
 	"github.com/opensandbox-go/opensandbox/internal/controller/pool"
+	"github.com/opensandbox-go/opensandbox/internal/controller/snapshot"
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
 )
 
@@ -72,6 +73,9 @@ type options struct {
 	// watchNamespaces limits the controller to these namespaces (its
 	// caches and reconcilers); empty means every namespace.
 	watchNamespaces []string
+	// snapshot configures SandboxSnapshots and pause/resume.
+	snapshot         snapshot.Config
+	resumePullSecret string
 }
 
 // parseFlags reads args into options; flag.ErrHelp for -h.
@@ -89,6 +93,13 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.IntVar(&o.burst, "kube-client-burst", 200, "burst of queries to the apiserver")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	watch := fs.String("watch-namespace", "", "comma-separated namespaces to act in (default: all); the Lease defaults to the first of them")
+	fs.StringVar(&o.snapshot.Registry, "snapshot-registry", "", "registry (and path prefix) snapshot images are pushed to; empty disables snapshots and pause")
+	fs.StringVar(&o.snapshot.PushSecret, "snapshot-push-secret", "", "dockerconfigjson Secret, in the sandbox's namespace, with credentials to push snapshots")
+	fs.StringVar(&o.resumePullSecret, "resume-pull-secret", "", "image pull Secret, in the sandbox's namespace, added to pods resumed from a snapshot")
+	fs.StringVar(&o.snapshot.CommitterImage, "image-committer-image", snapshot.DefaultCommitterImage, "image of the commit Job")
+	fs.DurationVar(&o.snapshot.CommitJobTimeout, "commit-job-timeout", snapshot.DefaultCommitJobTimeout, "how long one snapshot commit may take")
+	fs.BoolVar(&o.snapshot.RegistryInsecure, "snapshot-registry-insecure", false, "push snapshots over plain HTTP")
+	fs.StringVar(&o.snapshot.ContainerdSocket, "containerd-socket-path", snapshot.DefaultContainerdSocket, "containerd's socket on the nodes, mounted into the commit Job")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: opensandbox-controller [flags]")
 		fs.PrintDefaults()
@@ -107,6 +118,9 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	}
 	if o.burst <= 0 {
 		return o, fmt.Errorf("--kube-client-burst must be positive, got %d", o.burst)
+	}
+	if o.snapshot.CommitJobTimeout <= 0 {
+		return o, fmt.Errorf("--commit-job-timeout must be positive, got %s", o.snapshot.CommitJobTimeout)
 	}
 	for _, ns := range strings.Split(*watch, ",") {
 		if ns = strings.TrimSpace(ns); ns != "" {
@@ -218,7 +232,10 @@ func newManager(cfg *rest.Config, o options) (manager.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := (&batchsandbox.Reconciler{}).SetupWithManager(mgr); err != nil {
+	if err := (&snapshot.Reconciler{Config: o.snapshot}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the %s controller: %w", snapshot.ControllerName, err)
+	}
+	if err := (&batchsandbox.Reconciler{Pause: batchsandbox.PauseConfig{ResumePullSecret: o.resumePullSecret}}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the %s controller: %w", batchsandbox.ControllerName, err)
 	}
 	if err := pool.SetupWithManager(mgr); err != nil {

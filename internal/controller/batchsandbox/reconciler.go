@@ -50,6 +50,8 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Pause configures pause and resume (pause.go).
+	Pause PauseConfig
 }
 
 // SetupWithManager registers the reconciler with mgr: it watches
@@ -65,6 +67,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(ControllerName).
 		For(&sandboxv1alpha1.BatchSandbox{}).
 		Owns(&corev1.Pod{}).
+		Owns(&sandboxv1alpha1.SandboxSnapshot{}).
 		Complete(r)
 }
 
@@ -98,7 +101,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		result.RequeueAfter = left
 	}
 
-	res, err := r.sync(ctx, &bsbx)
+	res, handled, err := r.reconcilePause(ctx, &bsbx)
+	if !handled && err == nil {
+		res, err = r.sync(ctx, &bsbx)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			// The manager is stopping; the next one starts over.
@@ -269,6 +275,9 @@ func missing(pods podSet, n int) bool {
 // is returned as if created; one it does not control is an error.
 func (r *Reconciler) createPod(ctx context.Context, bsbx *sandboxv1alpha1.BatchSandbox, index int) (*corev1.Pod, error) {
 	pod, err := newPod(bsbx, index)
+	if err == nil {
+		err = r.applyResume(bsbx, pod)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("replica %d: %w", index, err)
 	}
