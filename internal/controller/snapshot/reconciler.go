@@ -172,7 +172,6 @@ func ImageRef(registry, namespace, sandbox, snapshot, container string) string {
 // Reconcile moves one SandboxSnapshot along Pending → Committing →
 // Succeed or Failed.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	r.Config = r.Config.withDefaults()
 	var snap sandboxv1alpha1.SandboxSnapshot
 	if err := r.Client.Get(ctx, req.NamespacedName, &snap); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
