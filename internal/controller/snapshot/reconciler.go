@@ -440,10 +440,11 @@ func (r *Reconciler) newJob(snap *sandboxv1alpha1.SandboxSnapshot, pod *corev1.P
 	for _, c := range pod.Spec.Containers {
 		t := committer.Target{Name: c.Name, ContainerID: ids[c.Name],
 			Ref: ImageRef(cfg.Registry, snap.Namespace, snap.Spec.SandboxName, snap.Name, c.Name)}
-		if _, err := committer.ParseTarget(t.String()); err != nil {
+		parsed, err := committer.ParseTarget(t.String())
+		if err != nil {
 			return nil, err
 		}
-		args = append(args, "--container="+t.String())
+		args = append(args, "--container="+parsed.String())
 	}
 	if cfg.RegistryInsecure {
 		args = append(args, "--plain-http")
