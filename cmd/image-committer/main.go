@@ -84,14 +84,17 @@ func main() {
 	fs.BoolVar(&o.pause, "pause", true, "freeze each container while its root filesystem is diffed")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	fs.StringVar(&o.resultFile, "result-file", "/dev/termination-log", "where the JSON result is written")
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		os.Exit(2)
+	err := fs.Parse(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
 	}
-	if len(o.targets) == 0 || fs.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "image-committer: want one or more --container NAME=CONTAINER-ID=IMAGE-REF and no arguments")
+	if err == nil && (len(o.targets) == 0 || fs.NArg() > 0) {
+		err = errors.New("want one or more --container NAME=CONTAINER-ID=IMAGE-REF and no arguments")
+	}
+	if err != nil {
+		// The controller reads why from the result, as for any failure.
+		_ = os.WriteFile(o.resultFile, committer.Result{Error: "usage: " + err.Error()}.Encode(), 0o644)
+		fmt.Fprintln(os.Stderr, "image-committer:", err)
 		os.Exit(2)
 	}
 
