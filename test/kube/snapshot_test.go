@@ -47,7 +47,7 @@ func TestOperatorPauseResume(t *testing.T) {
 		t.Fatalf("%s/cluster.env names no OSB_KUBE_CONTAINERD_SOCK", state)
 	}
 	ns := c.namespace(t)
-	c.startOperator(t, ns, "--snapshot-registry", c.registry, "--snapshot-registry-insecure",
+	op := c.startOperator(t, ns, "--snapshot-registry", c.registry, "--snapshot-registry-insecure",
 		"--containerd-socket-path", sock, "--image-committer-image", "opensandbox/image-committer:latest",
 		"--commit-job-timeout", "3m")
 	cl := c.sandboxClient(t)
@@ -74,10 +74,12 @@ func TestOperatorPauseResume(t *testing.T) {
 			}},
 		},
 	}
+	start := time.Now()
 	if err := cl.Create(ctx, bsbx); err != nil {
 		t.Fatalf("create BatchSandbox: %v", err)
 	}
 	ip := waitEndpoint(ctx, t, cl, bsbx)
+	t.Logf("running in %s", time.Since(start).Round(time.Millisecond))
 	oldPod, err := c.client.CoreV1().Pods(ns).Get(ctx, "pausable-0", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -88,9 +90,23 @@ func TestOperatorPauseResume(t *testing.T) {
 		t.Fatalf("read back %q before the pause", got)
 	}
 
-	// Pause: committed, pushed, pod released.
+	// Pause: committed, pushed, pod released. The controller is killed
+	// once the snapshot exists and started again: it goes on with the same
+	// snapshot and Job.
 	setPause(ctx, t, cl, bsbx, ptr(true))
-	start := time.Now()
+	start = time.Now()
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, snapshotTimeout, true, func(ctx context.Context) (bool, error) {
+		var list sandboxv1alpha1.SandboxSnapshotList
+		if err := cl.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		return len(list.Items) > 0, nil
+	})
+	if err != nil {
+		t.Fatalf("no SandboxSnapshot made for the pause: %v", err)
+	}
+	op.Kill()
+	op.Start()
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, snapshotTimeout, true, func(ctx context.Context) (bool, error) {
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(bsbx), bsbx); err != nil {
 			return false, err
