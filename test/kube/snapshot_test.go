@@ -19,6 +19,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
@@ -142,6 +144,25 @@ func TestOperatorPauseResume(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Docker-Content-Digest") != img.ImageDigest {
 		t.Fatalf("registry has %s: %s, digest %q (status says %s)", img.ImageURI, resp.Status, resp.Header.Get("Docker-Content-Digest"), img.ImageDigest)
 	}
+	// It is the base image (same config, same layers) plus one layer.
+	snapCfg, snapLayers := imageConfig(ctx, t, c.registry, repo, tag)
+	baseRepo, baseTag, _ := strings.Cut(baseImage, ":")
+	baseCfg, baseLayers := imageConfig(ctx, t, c.registry, baseRepo, baseTag)
+	if fmt.Sprint(snapCfg.Config.Env, snapCfg.Config.Entrypoint, snapCfg.Config.Cmd, snapCfg.Config.WorkingDir) !=
+		fmt.Sprint(baseCfg.Config.Env, baseCfg.Config.Entrypoint, baseCfg.Config.Cmd, baseCfg.Config.WorkingDir) {
+		t.Errorf("snapshot config %+v differs from the base's %+v", snapCfg.Config, baseCfg.Config)
+	}
+	if len(snapLayers) != len(baseLayers)+1 || len(snapCfg.RootFS.DiffIDs) != len(baseCfg.RootFS.DiffIDs)+1 {
+		t.Errorf("snapshot has %d layers (%d diff ids), the base %d (%d)", len(snapLayers), len(snapCfg.RootFS.DiffIDs), len(baseLayers), len(baseCfg.RootFS.DiffIDs))
+	}
+	// By content (diff ids): the registry's copy of the base was pushed
+	// from Docker, the node's imported from `docker save`, so their
+	// compressed digests differ.
+	for i, d := range baseCfg.RootFS.DiffIDs {
+		if i < len(snapCfg.RootFS.DiffIDs) && snapCfg.RootFS.DiffIDs[i] != d {
+			t.Errorf("layer %d: diff id %s, the base's is %s", i, snapCfg.RootFS.DiffIDs[i], d)
+		}
+	}
 	if _, err := c.client.CoreV1().Pods(ns).Get(ctx, "pausable-0", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the pod is still there while paused (err %v)", err)
 	}
@@ -262,4 +283,37 @@ func (c *cluster) snapshots(ctx context.Context, cl client.Client, ns string) st
 		fmt.Fprintf(&b, "%s: %+v\n", s.Name, s.Status)
 	}
 	return b.String()
+}
+
+// imageConfig reads image repo:tag's config and layer digests from the
+// registry at host (plain HTTP).
+func imageConfig(ctx context.Context, t *testing.T, host, repo, tag string) (ocispec.Image, []string) {
+	t.Helper()
+	get := func(path, accept string, v any) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/v2/"+repo+path, nil)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("registry GET %s%s: %v", repo, path, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("registry GET %s%s: %s: %s", repo, path, resp.Status, body)
+		}
+		if err := json.Unmarshal(body, v); err != nil {
+			t.Fatalf("registry GET %s%s: %v", repo, path, err)
+		}
+	}
+	var m ocispec.Manifest
+	get("/manifests/"+tag, ocispec.MediaTypeImageManifest+", application/vnd.docker.distribution.manifest.v2+json", &m)
+	var cfg ocispec.Image
+	get("/blobs/"+m.Config.Digest.String(), "", &cfg)
+	var layers []string
+	for _, l := range m.Layers {
+		layers = append(layers, l.Digest.String())
+	}
+	return cfg, layers
 }
