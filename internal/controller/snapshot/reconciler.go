@@ -340,6 +340,18 @@ func (r *Reconciler) commit(ctx context.Context, snap *sandboxv1alpha1.SandboxSn
 		if why := notCommittable(&pod); why != "" {
 			return ctrl.Result{}, r.fail(ctx, snap, ReasonCommitFailed, why)
 		}
+		if name := r.Config.PushSecret; name != "" {
+			var secret corev1.Secret
+			if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: snap.Namespace, Name: name}, &secret); err != nil {
+				if apierrors.IsNotFound(err) {
+					return ctrl.Result{}, r.fail(ctx, snap, ReasonSourceInvalid, fmt.Sprintf("the push secret %s (--snapshot-push-secret) does not exist in namespace %s", name, snap.Namespace))
+				}
+				return ctrl.Result{}, fmt.Errorf("reading the push secret %s: %w", name, err)
+			}
+			if _, ok := secret.Data[corev1.DockerConfigJsonKey]; !ok {
+				return ctrl.Result{}, r.fail(ctx, snap, ReasonSourceInvalid, fmt.Sprintf("the push secret %s has no %s key", name, corev1.DockerConfigJsonKey))
+			}
+		}
 		newJob, err := r.newJob(snap, &pod)
 		if err != nil {
 			return ctrl.Result{}, r.fail(ctx, snap, ReasonSourceInvalid, err.Error())
@@ -407,6 +419,9 @@ func (r *Reconciler) outcome(ctx context.Context, snap *sandboxv1alpha1.SandboxS
 			continue
 		}
 		for _, s := range p.Status.ContainerStatuses {
+			if w := s.State.Waiting; s.Name == "commit" && w != nil && cannotStart[w.Reason] {
+				return true, false, fmt.Sprintf("the commit job's pod cannot start: %s: %s", w.Reason, w.Message), nil
+			}
 			t := s.State.Terminated
 			if s.Name != "commit" || t == nil {
 				continue
@@ -429,6 +444,16 @@ func (r *Reconciler) outcome(ctx context.Context, snap *sandboxv1alpha1.SandboxS
 		}
 	}
 	return false, false, "", nil
+}
+
+// cannotStart are the reasons a container waits that do not go away by
+// waiting (or not within a commit's time): the snapshot fails at once.
+var cannotStart = map[string]bool{
+	"ErrImageNeverPull":          true,
+	"InvalidImageName":           true,
+	"ImagePullBackOff":           true,
+	"CreateContainerConfigError": true,
+	"CreateContainerError":       true,
 }
 
 // newJob is the commit Job for snap's source pod.

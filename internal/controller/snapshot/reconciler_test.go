@@ -85,6 +85,11 @@ func sandbox(t *testing.T, c client.Client, ns, name, cid string, running bool) 
 	if err := c.Create(ctxT(t), bsbx); err != nil {
 		t.Fatalf("creating BatchSandbox: %v", err)
 	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "push", Namespace: ns}, Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}}
+	if err := c.Create(ctxT(t), secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating the push secret: %v", err)
+	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: ns},
 		Spec: corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{
@@ -277,6 +282,32 @@ func TestSnapshotReconciler(t *testing.T) {
 		waitJobGone(t, c, ns, "snap2")
 	})
 
+	t.Run("committer cannot start", func(t *testing.T) {
+		ns := env.Namespace(t)
+		start(t, env, ns, &clock{})
+		sandbox(t, c, ns, "sbx", "cid9", true)
+		newSnapshot(t, c, ns, "snap9", "sbx")
+		job := waitJob(t, c, ns, "snap9")
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: job.Name + "-x1", Namespace: ns, Labels: job.Spec.Template.Labels,
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+			Spec: *job.Spec.Template.Spec.DeepCopy(),
+		}
+		if err := c.Create(ctxT(t), pod); err != nil {
+			t.Fatal(err)
+		}
+		pod.Status.Phase = corev1.PodPending
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "commit", Image: "committer:test",
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImageNeverPull", Message: "image committer:test is not present"}}}}
+		if err := c.Status().Update(ctxT(t), pod); err != nil {
+			t.Fatal(err)
+		}
+		s := waitPhase(t, c, ns, "snap9", sandboxv1alpha1.SandboxSnapshotPhaseFailed)
+		if f := condition(s, "Failed"); !strings.Contains(f.Message, "ErrImageNeverPull") {
+			t.Fatalf("Failed condition %+v", f)
+		}
+	})
+
 	t.Run("commit times out", func(t *testing.T) {
 		ns := env.Namespace(t)
 		clk := &clock{}
@@ -293,7 +324,7 @@ func TestSnapshotReconciler(t *testing.T) {
 		waitJobGone(t, c, ns, "snap3")
 	})
 
-	t.Run("waits for the pod, then gives up", func(t *testing.T) {
+	t.Run("waits for the pod, or fails", func(t *testing.T) {
 		ns := env.Namespace(t)
 		clk := &clock{}
 		start(t, env, ns, clk)
@@ -309,6 +340,17 @@ func TestSnapshotReconciler(t *testing.T) {
 		newSnapshot(t, c, ns, "snap5", "no-such-sandbox")
 		s = waitPhase(t, c, ns, "snap5", sandboxv1alpha1.SandboxSnapshotPhaseFailed)
 		if f := condition(s, "Failed"); !strings.Contains(f.Message, "not found") {
+			t.Fatalf("Failed condition %+v", f)
+		}
+
+		// A pod that never runs fails the snapshot after the timeout.
+		sandbox(t, c, ns, "sbx2", "cid4b", false)
+		newSnapshot(t, c, ns, "snap4b", "sbx2")
+		waitPhase(t, c, ns, "snap4b", sandboxv1alpha1.SandboxSnapshotPhasePending)
+		clk.advance(time.Hour)
+		poke(t, c, ns, "snap4b")
+		s = waitPhase(t, c, ns, "snap4b", sandboxv1alpha1.SandboxSnapshotPhaseFailed)
+		if f := condition(s, "Failed"); f.Reason != ReasonTimedOut || !strings.Contains(f.Message, "no running pod") {
 			t.Fatalf("Failed condition %+v", f)
 		}
 	})
@@ -350,6 +392,20 @@ func TestSnapshotReconciler(t *testing.T) {
 		job := waitJob(t, c, ns, "snap7")
 		if job.Spec.Template.Spec.NodeName != "node-a" {
 			t.Fatalf("job on node %q", job.Spec.Template.Spec.NodeName)
+		}
+	})
+
+	t.Run("missing push secret", func(t *testing.T) {
+		ns := env.Namespace(t)
+		start(t, env, ns, &clock{})
+		sandbox(t, c, ns, "sbx", "cid10", true)
+		if err := c.Delete(ctxT(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "push", Namespace: ns}}); err != nil {
+			t.Fatal(err)
+		}
+		newSnapshot(t, c, ns, "snap10", "sbx")
+		s := waitPhase(t, c, ns, "snap10", sandboxv1alpha1.SandboxSnapshotPhaseFailed)
+		if f := condition(s, "Failed"); !strings.Contains(f.Message, "push secret push") {
+			t.Fatalf("Failed condition %+v", f)
 		}
 	})
 
