@@ -12,7 +12,7 @@
 // condition, not recreated.
 //
 // BatchSandboxes with spec.poolRef (pool mode) are left to the pool
-// allocator; pause and resume and tasks are not handled here.
+// allocator; tasks are not handled here. Pause and resume are in pause.go.
 package batchsandbox
 
 import (

@@ -439,8 +439,15 @@ func (r *Reconciler) outcome(ctx context.Context, snap *sandboxv1alpha1.SandboxS
 		}
 	}
 	for _, c := range job.Status.Conditions {
-		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobFailed:
 			return true, false, fmt.Sprintf("the commit job failed: %s: %s", c.Reason, c.Message), nil
+		case batchv1.JobComplete:
+			// The result lives in the pod's status only.
+			return true, false, "the commit job completed but its pod, which held the result, is gone", nil
 		}
 	}
 	return false, false, "", nil

@@ -308,6 +308,29 @@ func TestSnapshotReconciler(t *testing.T) {
 		}
 	})
 
+	t.Run("job complete without its pod", func(t *testing.T) {
+		ns := env.Namespace(t)
+		start(t, env, ns, &clock{})
+		sandbox(t, c, ns, "sbx", "cid11", true)
+		newSnapshot(t, c, ns, "snap11", "sbx")
+		job := waitJob(t, c, ns, "snap11")
+		now := metav1.Now()
+		job.Status.StartTime = &now
+		job.Status.CompletionTime = &now
+		job.Status.Succeeded = 1
+		job.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		}
+		if err := c.Status().Update(ctxT(t), job); err != nil {
+			t.Fatalf("setting the job's status: %v", err)
+		}
+		s := waitPhase(t, c, ns, "snap11", sandboxv1alpha1.SandboxSnapshotPhaseFailed)
+		if f := condition(s, "Failed"); !strings.Contains(f.Message, "pod, which held the result, is gone") {
+			t.Fatalf("Failed condition %+v", f)
+		}
+	})
+
 	t.Run("commit times out", func(t *testing.T) {
 		ns := env.Namespace(t)
 		clk := &clock{}
