@@ -7,8 +7,8 @@
 // For each --container NAME=CONTAINER-ID=IMAGE-REF it freezes the
 // container (unless --pause=false), diffs its root filesystem snapshot
 // against its image's top layer into a new gzip layer in the content store,
-// writes a config (the image's own, plus the layer) and an OCI manifest,
-// names the image IMAGE-REF in containerd, and pushes it. The result, or the
+// writes a config (the image's own, plus the layer) and an OCI manifest, and
+// pushes it (naming it IMAGE-REF in containerd too with --keep-image). The result, or the
 // reason for a failure, goes to --result-file as JSON (committer.Result),
 // which Kubernetes reads as the container's termination message.
 package main
@@ -68,6 +68,7 @@ type options struct {
 	registryConfig string
 	plainHTTP      bool
 	pause          bool
+	keepImage      bool
 	timeout        time.Duration
 	resultFile     string
 }
@@ -82,6 +83,7 @@ func main() {
 	fs.StringVar(&o.registryConfig, "registry-config", "", "docker config.json with the registry's credentials (default: anonymous)")
 	fs.BoolVar(&o.plainHTTP, "plain-http", false, "talk plain HTTP to the registry (a local test registry)")
 	fs.BoolVar(&o.pause, "pause", true, "freeze each container while its root filesystem is diffed")
+	fs.BoolVar(&o.keepImage, "keep-image", false, "also name the image in the node's containerd (by default its content is left to containerd's garbage collector once pushed)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long")
 	fs.StringVar(&o.resultFile, "result-file", "/dev/termination-log", "where the JSON result is written")
 	err := fs.Parse(os.Args[1:])
@@ -157,7 +159,7 @@ func run(ctx context.Context, o options, logger *slog.Logger) (committer.Result,
 
 	for _, t := range o.targets {
 		start := time.Now()
-		r, err := commit(ctx, c, t, o.pause)
+		r, err := commit(ctx, c, t, o.pause, o.keepImage)
 		if err != nil {
 			return res, fmt.Errorf("container %s (%s): %w", t.Name, t.ContainerID, err)
 		}
@@ -178,8 +180,9 @@ type commitResult struct {
 	manifestSize int64
 }
 
-// commit makes the image of t's container in containerd, named t.Ref.
-func commit(ctx context.Context, c *containerd.Client, t committer.Target, pause bool) (commitResult, error) {
+// commit makes the image of t's container in containerd's content store,
+// and names it t.Ref there when keep is set.
+func commit(ctx context.Context, c *containerd.Client, t committer.Target, pause, keep bool) (commitResult, error) {
 	var out commitResult
 	ctr, err := c.LoadContainer(ctx, t.ContainerID)
 	if err != nil {
@@ -236,13 +239,15 @@ func commit(ctx context.Context, c *containerd.Client, t committer.Target, pause
 		return out, fmt.Errorf("writing the image manifest: %w", err)
 	}
 
-	img := images.Image{Name: t.Ref, Target: mDesc}
-	if _, err := c.ImageService().Create(ctx, img); err != nil {
-		if !errdefs.IsAlreadyExists(err) {
-			return out, fmt.Errorf("naming the image %s: %w", t.Ref, err)
-		}
-		if _, err := c.ImageService().Update(ctx, img, "target"); err != nil {
-			return out, fmt.Errorf("renaming the image %s: %w", t.Ref, err)
+	if keep {
+		img := images.Image{Name: t.Ref, Target: mDesc}
+		if _, err := c.ImageService().Create(ctx, img); err != nil {
+			if !errdefs.IsAlreadyExists(err) {
+				return out, fmt.Errorf("naming the image %s: %w", t.Ref, err)
+			}
+			if _, err := c.ImageService().Update(ctx, img, "target"); err != nil {
+				return out, fmt.Errorf("renaming the image %s: %w", t.Ref, err)
+			}
 		}
 	}
 	out.ContainerName = t.Name
