@@ -36,6 +36,11 @@ import (
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
 )
 
+// The permissions pause and resume add to the reconciler's; controller-gen
+// turns them into deploy/controller/rbac/role.yaml (make generate).
+//
+// +kubebuilder:rbac:groups=sandbox.opensandbox.io,resources=sandboxsnapshots,verbs=get;list;watch;create
+
 // Annotations of a BatchSandbox written by pause and resume.
 const (
 	// AnnotationPauseSnapshot names the SandboxSnapshot of the current (or
