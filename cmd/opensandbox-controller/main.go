@@ -93,17 +93,11 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	fs.IntVar(&o.burst, "kube-client-burst", 200, "burst of queries to the apiserver")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	watch := fs.String("watch-namespace", "", "comma-separated namespaces to act in (default: all); the Lease defaults to the first of them")
-	fs.StringVar(&o.snapshot.Registry, "snapshot-registry", "", "registry (and path prefix) snapshot images are pushed to; empty disables snapshots and pause")
-	fs.StringVar(&o.snapshot.PushSecret, "snapshot-push-secret", "", "dockerconfigjson Secret, in the sandbox's namespace, with credentials to push snapshots")
-	fs.StringVar(&o.resumePullSecret, "resume-pull-secret", "", "image pull Secret, in the sandbox's namespace, added to pods resumed from a snapshot")
-	fs.StringVar(&o.snapshot.CommitterImage, "image-committer-image", snapshot.DefaultCommitterImage, "image of the commit Job")
-	fs.DurationVar(&o.snapshot.CommitJobTimeout, "commit-job-timeout", snapshot.DefaultCommitJobTimeout, "how long one snapshot commit may take")
-	fs.BoolVar(&o.snapshot.RegistryInsecure, "snapshot-registry-insecure", false, "push snapshots over plain HTTP")
-	fs.StringVar(&o.snapshot.ContainerdSocket, "containerd-socket-path", snapshot.DefaultContainerdSocket, "containerd's socket on the nodes, mounted into the commit Job")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: opensandbox-controller [flags]")
 		fs.PrintDefaults()
 	}
+	addSnapshotFlags(fs, &o)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
