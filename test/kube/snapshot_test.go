@@ -26,8 +26,8 @@ import (
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
 )
 
-// execdImage is the execd image's plain name on the node (static-images.sh).
-const execdImage = "opensandbox/execd:latest"
+// pauseExecdImage is the execd image's plain name on the node (static-images.sh).
+const pauseExecdImage = "opensandbox/execd:latest"
 
 // snapshotTimeout bounds a pause or a resume: a commit Job, a push to the
 // local registry, a pod made again.
@@ -63,7 +63,7 @@ func TestOperatorPauseResume(t *testing.T) {
 			Template: &corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 				TerminationGracePeriodSeconds: ptr(int64(0)),
 				InitContainers: []corev1.Container{{
-					Name: "execd-installer", Image: execdImage, ImagePullPolicy: corev1.PullIfNotPresent,
+					Name: "execd-installer", Image: pauseExecdImage, ImagePullPolicy: corev1.PullIfNotPresent,
 					Args:         []string{"install", "/opt/opensandbox"},
 					VolumeMounts: []corev1.VolumeMount{{Name: "opensandbox-bin", MountPath: "/opt/opensandbox"}},
 				}},
