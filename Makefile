@@ -10,11 +10,11 @@ STATIC    := CGO_ENABLED=0
 LDFLAGS   := -s -w
 EXECD_PORT ?= 44772
 
-.PHONY: all build execd egress server osb mcp controller task-executor images kube-images run run-execd test deps unit e2e e2e-clean kube-assets cluster cluster-down kube-e2e bench lint fmt generate clean
+.PHONY: all build execd egress server osb mcp controller task-executor image-committer images kube-images run run-execd test deps unit e2e e2e-clean kube-assets cluster cluster-down kube-e2e bench lint fmt generate clean
 
 all: build
 
-build: execd egress server osb mcp controller task-executor
+build: execd egress server osb mcp controller task-executor image-committer
 
 # execd runs inside arbitrary images (glibc or musl), so it is static.
 execd:
@@ -44,6 +44,12 @@ controller:
 task-executor:
 	@mkdir -p $(BIN)
 	$(STATIC) $(GO) build $(GOFLAGS) -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/task-executor ./cmd/task-executor
+
+# Commits a sandbox container's root filesystem to an image through the
+# node's containerd (a SandboxSnapshot's commit Job); static like the others.
+image-committer:
+	@mkdir -p $(BIN)
+	$(STATIC) $(GO) build $(GOFLAGS) -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/image-committer ./cmd/image-committer
 
 server:
 	@mkdir -p $(BIN)
@@ -115,7 +121,7 @@ cluster: deps images kube-images
 
 # Images of our static binaries that run in the cluster's pods (controller,
 # execd for init containers), built from bin/ without a registry.
-kube-images: execd controller task-executor
+kube-images: execd controller task-executor image-committer
 	@bash scripts/kube/static-images.sh
 
 # Stops and removes the cluster, leaving Docker alone.

@@ -40,6 +40,7 @@ import (
 
 	"github.com/opensandbox-go/opensandbox/internal/controller/batchsandbox"
 	"github.com/opensandbox-go/opensandbox/internal/controller/pool"
+	"github.com/opensandbox-go/opensandbox/internal/controller/snapshot"
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
 )
 
@@ -75,6 +76,9 @@ type options struct {
 	// taskExecutorImage is the image of the task-executor sidecar injected
 	// into the pods of BatchSandboxes with a taskTemplate.
 	taskExecutorImage string
+	// snapshot configures SandboxSnapshots and pause/resume.
+	snapshot         snapshot.Config
+	resumePullSecret string
 }
 
 // serviceAccountNamespaceFile exists in a pod that runs with a service
@@ -107,6 +111,7 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 		fmt.Fprintln(fs.Output(), "usage: opensandbox-controller [flags]")
 		fs.PrintDefaults()
 	}
+	addSnapshotFlags(fs, &o)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -121,6 +126,9 @@ func parseFlags(args []string, output io.Writer) (options, error) {
 	}
 	if o.burst <= 0 {
 		return o, fmt.Errorf("--kube-client-burst must be positive, got %d", o.burst)
+	}
+	if o.snapshot.CommitJobTimeout <= 0 {
+		return o, fmt.Errorf("--commit-job-timeout must be positive, got %s", o.snapshot.CommitJobTimeout)
 	}
 	for _, ns := range strings.Split(*watch, ",") {
 		if ns = strings.TrimSpace(ns); ns != "" {
@@ -235,7 +243,13 @@ func newManager(cfg *rest.Config, o options) (manager.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := (&batchsandbox.Reconciler{Tasks: batchsandbox.TaskOptions{ExecutorImage: o.taskExecutorImage}}).SetupWithManager(mgr); err != nil {
+	if err := (&snapshot.Reconciler{Config: o.snapshot}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the %s controller: %w", snapshot.ControllerName, err)
+	}
+	if err := (&batchsandbox.Reconciler{
+		Tasks: batchsandbox.TaskOptions{ExecutorImage: o.taskExecutorImage},
+		Pause: batchsandbox.PauseConfig{ResumePullSecret: o.resumePullSecret},
+	}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the %s controller: %w", batchsandbox.ControllerName, err)
 	}
 	if err := (&batchsandbox.PoolReconciler{}).SetupWithManager(mgr); err != nil {

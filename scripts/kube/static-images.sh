@@ -19,6 +19,7 @@ IMAGES=(
 	'opensandbox/execd:latest|execd|["/execd"]'
 	'opensandbox/controller:latest|opensandbox-controller|["/opensandbox-controller"]'
 	'opensandbox/task-executor:latest|task-executor|["/task-executor"]'
+	'opensandbox/image-committer:latest|image-committer|["/image-committer"]'
 )
 
 if [ "${1:-}" = --list ]; then

@@ -16,19 +16,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opensandbox-go/opensandbox/internal/openapitest"
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
-)
-
-const (
-	// execdImage holds only the static execd; its init container copies it
-	// into the pod (execd install), so any image can run it.
-	execdImage = "opensandbox/execd:latest"
-	execdPort  = 44772
 )
 
 // installController applies deploy/controller — the manifests users apply —
@@ -131,32 +123,6 @@ func (c *cluster) controllerPods(ns string) string {
 	return b.String()
 }
 
-// execdPodTemplate runs execd from the execd image in the base image: an
-// init container installs it into an emptyDir the sandbox container runs
-// it from; ready when execd answers /ping.
-func execdPodTemplate() *corev1.PodTemplateSpec {
-	const dir = "/opt/opensandbox"
-	mount := []corev1.VolumeMount{{Name: "opensandbox-bin", MountPath: dir}}
-	return &corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-		TerminationGracePeriodSeconds: ptr(int64(0)),
-		Volumes:                       []corev1.Volume{{Name: "opensandbox-bin", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
-		InitContainers: []corev1.Container{{
-			Name: "execd-install", Image: execdImage, ImagePullPolicy: corev1.PullIfNotPresent,
-			Args: []string{"install", dir}, VolumeMounts: mount,
-		}},
-		Containers: []corev1.Container{{
-			Name: "sandbox", Image: baseImage, ImagePullPolicy: corev1.PullIfNotPresent,
-			Command:      []string{dir + "/execd"},
-			VolumeMounts: mount,
-			Ports:        []corev1.ContainerPort{{Name: "execd", ContainerPort: execdPort}},
-			ReadinessProbe: &corev1.Probe{
-				ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ping", Port: intstr.FromInt32(execdPort)}},
-				PeriodSeconds: 1,
-			},
-		}},
-	}}
-}
-
 // TestInClusterInstall installs the operator the way users do (deploy/:
 // Deployment, RBAC from the generated role) and drives it: a template-mode
 // BatchSandbox of three replicas whose execd answers on the published pod
@@ -172,7 +138,7 @@ func TestInClusterInstall(t *testing.T) {
 
 	bsbx := &sandboxv1alpha1.BatchSandbox{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agents"},
-		Spec:       sandboxv1alpha1.BatchSandboxSpec{Replicas: ptr(int32(3)), Template: execdPodTemplate()},
+		Spec:       sandboxv1alpha1.BatchSandboxSpec{Replicas: ptr(int32(3)), Template: ptr(execdPodTemplate())},
 	}
 	if err := cl.Create(ctx, bsbx); err != nil {
 		t.Fatalf("create BatchSandbox: %v", err)
@@ -204,7 +170,7 @@ func TestInClusterInstall(t *testing.T) {
 	expiring := &sandboxv1alpha1.BatchSandbox{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "short-lived"},
 		Spec: sandboxv1alpha1.BatchSandboxSpec{
-			Replicas: ptr(int32(1)), Template: execdPodTemplate(),
+			Replicas: ptr(int32(1)), Template: ptr(execdPodTemplate()),
 			ExpireTime: &metav1.Time{Time: time.Now().Add(5 * time.Second)},
 		},
 	}
@@ -245,12 +211,12 @@ func TestInClusterInstall(t *testing.T) {
 		}, "spec.template and spec.poolRef"},
 		{"negative replicas", &sandboxv1alpha1.BatchSandbox{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad-replicas"},
-			Spec:       sandboxv1alpha1.BatchSandboxSpec{Replicas: ptr(int32(-1)), Template: execdPodTemplate()},
+			Spec:       sandboxv1alpha1.BatchSandboxSpec{Replicas: ptr(int32(-1)), Template: ptr(execdPodTemplate())},
 		}, "spec.replicas"},
 		{"pool bufferMin above bufferMax", &sandboxv1alpha1.Pool{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad-pool"},
 			Spec: sandboxv1alpha1.PoolSpec{
-				Template:     *execdPodTemplate(),
+				Template:     execdPodTemplate(),
 				CapacitySpec: sandboxv1alpha1.CapacitySpec{BufferMin: 5, BufferMax: 1, PoolMin: 0, PoolMax: 10},
 			},
 		}, "bufferMin must not exceed bufferMax"},

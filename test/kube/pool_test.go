@@ -27,9 +27,9 @@ const (
 	execdPort  = 44772
 )
 
-// execdPoolTemplate is a sandbox pod: execd installed by an init container
+// execdPodTemplate is a sandbox pod: execd installed by an init container
 // and run in the base image, ready once GET /ping answers.
-func execdPoolTemplate() corev1.PodTemplateSpec {
+func execdPodTemplate() corev1.PodTemplateSpec {
 	mount := []corev1.VolumeMount{{Name: "osb", MountPath: "/opt/osb"}}
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{testLabel: "kube-e2e"}},
@@ -59,7 +59,7 @@ func newE2EPool(ns, name string, c sandboxv1alpha1.CapacitySpec) *sandboxv1alpha
 	return &sandboxv1alpha1.Pool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: sandboxv1alpha1.PoolSpec{
-			Template:        execdPoolTemplate(),
+			Template:        execdPodTemplate(),
 			CapacitySpec:    c,
 			ScaleStrategy:   &sandboxv1alpha1.ScaleStrategy{MaxUnavailable: &all},
 			RecycleStrategy: &sandboxv1alpha1.RecycleStrategy{Type: sandboxv1alpha1.RecycleDelete},

@@ -3,8 +3,6 @@ package kube
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"testing"
 	"time"
 
@@ -17,10 +15,6 @@ import (
 
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
 )
-
-// execdImage is the shell-less image whose `execd install DIR` puts execd
-// into a volume the sandbox container runs it from.
-const execdImage = "opensandbox/execd:latest"
 
 // TestOperatorTasks runs a BatchSandbox of two replicas with a task: the
 // task writes a file in the sandbox container and exits 0, and replica 1's
@@ -114,7 +108,7 @@ func TestOperatorTasks(t *testing.T) {
 		t.Errorf("status: running %d pending %d unknown %d, want 0", s.TaskRunning, s.TaskPending, s.TaskUnknown)
 	}
 	for i, ip := range ips {
-		got := execdDownload(t, ip, "/tmp/task-out")
+		got := execdDownload(ctx, t, ip, "/tmp/task-out")
 		if want := "from the sandbox /tmp"; got != want {
 			t.Errorf("replica %d: /tmp/task-out through execd = %q, want %q", i, got, want)
 		}
@@ -134,24 +128,4 @@ func TestOperatorTasks(t *testing.T) {
 		t.Fatalf("BatchSandbox not gone after delete: %v (finalizers %v)", err, bsbx.Finalizers)
 	}
 	t.Logf("BatchSandbox gone %v after delete", time.Since(start).Round(time.Millisecond))
-}
-
-// execdDownload reads path in a sandbox through execd's file API on ip.
-func execdDownload(t *testing.T, ip, path string) string {
-	t.Helper()
-	hc := &http.Client{Timeout: 10 * time.Second}
-	url := fmt.Sprintf("http://%s:44772/files/download?path=%s", ip, path)
-	resp, err := hc.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("reading %s: %v", url, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s %s", url, resp.Status, body)
-	}
-	return string(body)
 }

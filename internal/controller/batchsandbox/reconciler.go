@@ -12,7 +12,7 @@
 // condition, not recreated.
 //
 // BatchSandboxes with spec.poolRef (pool mode) are left to PoolReconciler
-// (poolmode.go); pause and resume and tasks are not handled here.
+// (poolmode.go). Tasks are in tasks.go, pause and resume in pause.go.
 package batchsandbox
 
 import (
@@ -62,6 +62,8 @@ type Reconciler struct {
 	Now func() time.Time
 	// Tasks configures spec.taskTemplate's executors (tasks.go).
 	Tasks TaskOptions
+	// Pause configures pause and resume (pause.go).
+	Pause PauseConfig
 }
 
 // SetupWithManager registers the reconciler with mgr: it watches
@@ -77,6 +79,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(ControllerName).
 		For(&sandboxv1alpha1.BatchSandbox{}).
 		Owns(&corev1.Pod{}).
+		Owns(&sandboxv1alpha1.SandboxSnapshot{}).
 		Complete(r)
 }
 
@@ -113,7 +116,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		result.RequeueAfter = left
 	}
 
-	res, err := r.sync(ctx, &bsbx)
+	res, handled, err := r.reconcilePause(ctx, &bsbx)
+	if !handled && err == nil {
+		res, err = r.sync(ctx, &bsbx)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			// The manager is stopping; the next one starts over.
@@ -293,6 +299,9 @@ func missing(pods podSet, n int, released map[int]taskexecutor.State) bool {
 // is returned as if created; one it does not control is an error.
 func (r *Reconciler) createPod(ctx context.Context, bsbx *sandboxv1alpha1.BatchSandbox, index int) (*corev1.Pod, error) {
 	pod, err := newPod(bsbx, index)
+	if err == nil {
+		err = r.applyResume(bsbx, pod)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("replica %d: %w", index, err)
 	}
