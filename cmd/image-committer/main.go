@@ -196,14 +196,9 @@ func commit(ctx context.Context, c *containerd.Client, t committer.Target, pause
 		return out, errors.New("the container has no root filesystem snapshot")
 	}
 	cs := c.ContentStore()
-	baseImg, err := c.ImageService().Get(ctx, info.Image)
+	baseManifest, err := baseImageManifest(ctx, c, info.Image)
 	if err != nil {
-		return out, fmt.Errorf("finding its image %q: %w", info.Image, err)
-	}
-	platform := platforms.Default()
-	baseManifest, err := images.Manifest(ctx, cs, baseImg.Target, platform)
-	if err != nil {
-		return out, fmt.Errorf("reading the manifest of image %s: %w", info.Image, err)
+		return out, err
 	}
 	cfgBytes, err := content.ReadBlob(ctx, cs, baseManifest.Config)
 	if err != nil {
@@ -256,6 +251,60 @@ func commit(ctx context.Context, c *containerd.Client, t committer.Target, pause
 	out.LayerSize = layer.Size
 	out.manifestSize = mDesc.Size
 	return out, nil
+}
+
+// baseImageManifest is the manifest of the container's image, name, whose
+// layers are all in the content store: they are pushed with the commit.
+// containerd does not always keep them: when it pulls an image whose layers
+// are already unpacked (the same image under another name, say
+// REGISTRY/opensandbox/base next to an imported opensandbox/base), it
+// stores the manifest and config but fetches no layer, and the kubelet may
+// name the container's image by either. Then another image of the same
+// config (the same image) whose layers are present serves instead.
+func baseImageManifest(ctx context.Context, c *containerd.Client, name string) (ocispec.Manifest, error) {
+	cs := c.ContentStore()
+	platform := platforms.Default()
+	img, err := c.ImageService().Get(ctx, name)
+	if err != nil {
+		return ocispec.Manifest{}, fmt.Errorf("finding its image %q: %w", name, err)
+	}
+	m, err := images.Manifest(ctx, cs, img.Target, platform)
+	if err != nil {
+		return ocispec.Manifest{}, fmt.Errorf("reading the manifest of image %s: %w", name, err)
+	}
+	missing := missingLayer(ctx, cs, m)
+	if missing == "" {
+		return m, nil
+	}
+	all, err := c.ImageService().List(ctx)
+	if err != nil {
+		return ocispec.Manifest{}, fmt.Errorf("listing images for one like %s with its layers: %w", name, err)
+	}
+	for _, other := range all {
+		if other.Name == name {
+			continue
+		}
+		om, err := images.Manifest(ctx, cs, other.Target, platform)
+		if err != nil || om.Config.Digest != m.Config.Digest {
+			continue
+		}
+		if missingLayer(ctx, cs, om) == "" {
+			slog.Info("the container's image lacks layer content; using the same image under another name",
+				"image", name, "missing", missing.String(), "using", other.Name)
+			return om, nil
+		}
+	}
+	return ocispec.Manifest{}, fmt.Errorf("layer %s of image %s is not in the node's content store, and no other image of the same config has all its layers", missing, name)
+}
+
+// missingLayer is the first layer of m whose content is not in cs, or "".
+func missingLayer(ctx context.Context, cs content.Store, m ocispec.Manifest) digest.Digest {
+	for _, l := range m.Layers {
+		if _, err := cs.Info(ctx, l.Digest); err != nil {
+			return l.Digest
+		}
+	}
+	return ""
 }
 
 // diffRootfs writes the difference between the container's snapshot and its
