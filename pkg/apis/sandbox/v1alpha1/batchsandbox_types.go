@@ -18,6 +18,8 @@ const PoolRefAny = "*"
 // resources); without one, any Pool of the namespace.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.template) != has(self.poolRef) || (has(self.poolRef) && self.poolRef == '*')",message="exactly one of spec.template and spec.poolRef must be set (a template may come with poolRef \"*\" only, to choose the pool)",fieldPath=".poolRef"
+// +kubebuilder:validation:XValidation:rule="has(self.poolRef) == has(oldSelf.poolRef) && (!has(self.poolRef) || self.poolRef == oldSelf.poolRef)",message="spec.poolRef cannot be set, removed or changed after creation: the pods a batch holds belong to its pool",fieldPath=".poolRef"
+// +kubebuilder:validation:XValidation:rule="!has(self.poolRef) || (!has(self.taskTemplate) && !(has(self.pause) && self.pause))",message="spec.taskTemplate and spec.pause are supported in template mode only: pool pods carry no task executor and are not committed",fieldPath=".poolRef"
 // +kubebuilder:validation:XValidation:rule="!has(self.pause) || !self.pause || self.replicas == 1",message="spec.pause can be true only when spec.replicas is 1",fieldPath=".pause"
 type BatchSandboxSpec struct {
 	// Replicas is how many sandbox pods the batch has. Default 1.

@@ -334,6 +334,13 @@ func testRefused(t *testing.T, env *kubetest.Env) {
 			"spec.poolRef", "should match"},
 		{"pause with replicas 2", bsbx(func(b *v1.BatchSandbox) { b.Spec.Pause = ptr.To(true) }),
 			"spec.pause", "replicas is 1"},
+		{"pool mode with a task", bsbx(func(b *v1.BatchSandbox) {
+			b.Spec.Template, b.Spec.PoolRef = nil, "warm"
+			b.Spec.TaskTemplate = &v1.TaskTemplateSpec{Spec: v1.TaskSpec{Process: &v1.ProcessTask{Command: []string{"true"}}}}
+		}), "spec.poolRef", "template mode only"},
+		{"pool mode paused", bsbx(func(b *v1.BatchSandbox) {
+			b.Spec.Template, b.Spec.PoolRef, b.Spec.Replicas, b.Spec.Pause = nil, "warm", ptr.To[int32](1), ptr.To(true)
+		}), "spec.poolRef", "template mode only"},
 		{"taskResourcePolicyWhenCompleted not in enum", bsbx(func(b *v1.BatchSandbox) {
 			b.Spec.TaskResourcePolicyWhenCompleted = ptr.To(v1.TaskResourcePolicy("Keep"))
 		}), "spec.taskResourcePolicyWhenCompleted", "Unsupported value"},
@@ -411,6 +418,33 @@ func testRefusedUpdates(t *testing.T, env *kubetest.Env) {
 	}
 	b.Status.Phase = "Running"
 	wantInvalid(t, c.Status().Update(ctx, b), "status.phase", "Unsupported value")
+
+	// A batch keeps its mode and pool: the pods it holds belong to it.
+	for _, change := range []struct {
+		name string
+		mut  func(*v1.BatchSandbox)
+	}{
+		{"pool changed", func(b *v1.BatchSandbox) { b.Spec.PoolRef = "other" }},
+		{"pool removed", func(b *v1.BatchSandbox) { b.Spec.PoolRef = "" }},
+	} {
+		pb := batch(ns, "pooled-"+strings.ReplaceAll(change.name, " ", "-"))
+		pb.Spec.Template, pb.Spec.PoolRef = nil, "warm"
+		if change.name == "pool removed" {
+			// "*" with a template, so that dropping poolRef leaves a valid template-mode spec.
+			pb.Spec.Template, pb.Spec.PoolRef = batch(ns, "x").Spec.Template, "*"
+		}
+		if err := c.Create(ctx, pb); err != nil {
+			t.Fatal(err)
+		}
+		change.mut(pb)
+		wantInvalid(t, c.Update(ctx, pb), "spec.poolRef", "cannot be set, removed or changed")
+	}
+	tb := batch(ns, "templated")
+	if err := c.Create(ctx, tb); err != nil {
+		t.Fatal(err)
+	}
+	tb.Spec.PoolRef = "*"
+	wantInvalid(t, c.Update(ctx, tb), "spec.poolRef", "cannot be set, removed or changed")
 
 	s := snapshot(ns, "immutable")
 	if err := c.Create(ctx, s); err != nil {
