@@ -227,6 +227,14 @@ func (r *Reconciler) sync(ctx context.Context, bsbx *sandboxv1alpha1.BatchSandbo
 			continue // its task completed and its pod was given up (tasks.go)
 		}
 		if p, ok := pods[i]; ok {
+			if p.DeletionTimestamp != nil && !rec[i] {
+				// The terminating pod of a replica scaled away (or
+				// paused) and wanted again before it was gone: not
+				// this replica's pod. Its deletion event brings the
+				// reconcile that creates the new one.
+				logger.V(1).Info("waiting for the old pod of a replica to go", "pod", p.Name)
+				continue
+			}
 			obs.pods[i] = p
 			continue
 		}

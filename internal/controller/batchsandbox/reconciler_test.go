@@ -191,6 +191,7 @@ func TestReconciler(t *testing.T) {
 	env := kubetest.Start(t)
 	t.Run("PodsEndpointsStatus", func(t *testing.T) { testPodsEndpointsStatus(t, env) })
 	t.Run("Scale", func(t *testing.T) { testScale(t, env) })
+	t.Run("ScaleBackWhileTerminating", func(t *testing.T) { testScaleBackWhileTerminating(t, env) })
 	t.Run("PodDeletedOrFailed", func(t *testing.T) { testPodDeletedOrFailed(t, env) })
 	t.Run("Expiry", func(t *testing.T) { testExpiry(t, env) })
 	t.Run("RestartMidway", func(t *testing.T) { testRestartMidway(t, env) })
@@ -596,4 +597,76 @@ func testPoolModeSkipped(t *testing.T, env *kubetest.Env) {
 		raw, _ := json.Marshal(cur)
 		t.Fatalf("pool-mode BatchSandbox was touched: %s", raw)
 	}
+}
+
+// testScaleBackWhileTerminating scales a replica away and back while its
+// old pod is still terminating (a finalizer stands in for the kubelet's
+// grace period): the terminating pod is not taken for the replica, the
+// batch is not failed, and once it is gone a new pod takes its place.
+func testScaleBackWhileTerminating(t *testing.T, env *kubetest.Env) {
+	c := env.Client
+	ns := env.Namespace(t)
+	startManager(t, env, ns)
+	if err := c.Create(ctxT(t), newBatch(ns, "t", 2)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "2 pods", func() string {
+		if names := podNames(pods(t, c, ns, "t")); len(names) != 2 {
+			return fmt.Sprintf("pods %v", names)
+		}
+		return ""
+	})
+	runPod(t, c, ns, "t-0", "10.3.0.10")
+	runPod(t, c, ns, "t-1", "10.3.0.11")
+	const hold = "test.opensandbox.io/hold"
+	old := pods(t, c, ns, "t")["t-1"]
+	old.Finalizers = append(old.Finalizers, hold)
+	if err := c.Update(ctxT(t), &old); err != nil {
+		t.Fatal(err)
+	}
+
+	scale(t, c, ns, "t", 1)
+	eventually(t, "t-1 terminating", func() string {
+		if p, ok := pods(t, c, ns, "t")["t-1"]; !ok || p.DeletionTimestamp == nil {
+			return "t-1 not being deleted"
+		}
+		return ""
+	})
+	scale(t, c, ns, "t", 2)
+	eventually(t, "replica 1 waiting for its old pod, not failed", func() string {
+		cur := getBatch(t, c, ns, "t")
+		if cur.Status.ObservedGeneration != cur.Generation {
+			return "generation not observed"
+		}
+		if cur.Status.Phase != sandboxv1alpha1.BatchSandboxPhasePending || !meta.IsStatusConditionFalse(cur.Status.Conditions, "PodFailed") {
+			return fmt.Sprintf("phase %s, %s", cur.Status.Phase, condition(cur, "PodFailed"))
+		}
+		if a, _ := sandboxv1alpha1.GetAllocation(cur, sandboxv1alpha1.AnnotationAllocStatus); slices.Contains(a.Pods, "t-1") {
+			return fmt.Sprintf("the terminating t-1 is recorded: %v", a.Pods)
+		}
+		return ""
+	})
+
+	// The old pod goes; a new one is made for replica 1.
+	old = pods(t, c, ns, "t")["t-1"]
+	old.Finalizers = slices.DeleteFunc(old.Finalizers, func(f string) bool { return f == hold })
+	if err := c.Update(ctxT(t), &old); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a new t-1", func() string {
+		p, ok := pods(t, c, ns, "t")["t-1"]
+		if !ok || p.UID == old.UID || p.DeletionTimestamp != nil {
+			return "no new t-1 yet"
+		}
+		return ""
+	})
+	runPod(t, c, ns, "t-1", "10.3.0.12")
+	eventually(t, "both ready", func() string {
+		cur := getBatch(t, c, ns, "t")
+		ips, _ := sandboxv1alpha1.Endpoints(cur)
+		if cur.Status.Phase != sandboxv1alpha1.BatchSandboxPhaseSucceed || !slices.Equal(ips, []string{"10.3.0.10", "10.3.0.12"}) {
+			return fmt.Sprintf("phase %s endpoints %v %s", cur.Status.Phase, ips, condition(cur, "PodFailed"))
+		}
+		return ""
+	})
 }
