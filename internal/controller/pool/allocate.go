@@ -2,7 +2,6 @@ package pool
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -16,11 +15,6 @@ import (
 
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
 )
-
-// ErrRestartNotSupported is returned by Release for a pool whose
-// recycleStrategy is Restart: Kubernetes has no API to restart a container
-// in place (see doc.go), so the pods stay allocated and nothing changes.
-var ErrRestartNotSupported = errors.New("recycleStrategy Restart is not supported: Kubernetes has no API to restart a pod's containers in place; use Delete or Noop")
 
 // locks holds one mutex per pool ("namespace/name"). Allocate, Release and
 // the reconciler's writes take it, so that within the controller process
@@ -168,7 +162,9 @@ func podAvailable(p *corev1.Pod, revision string, allocated sets.Set[string]) bo
 //     pool creates fresh ones. Until they are unlisted their names stay
 //     reserved, so no new pod under an old name is taken for allocated.
 //   - Noop: the pods are unlisted and are idle again as they are.
-//   - Restart: ErrRestartNotSupported, and nothing changes.
+//   - Restart: as Delete. Kubernetes has no API to restart a pod's
+//     containers in place, so a restart is a fresh pod, which the pool
+//     makes in the lowest free slot (usually the released pod's own name).
 //
 // c must read from the apiserver, as for Allocate.
 func Release(ctx context.Context, c client.Client, pool *sandboxv1alpha1.Pool, bsbx *sandboxv1alpha1.BatchSandbox, pods []string) error {
@@ -183,7 +179,7 @@ func Release(ctx context.Context, c client.Client, pool *sandboxv1alpha1.Pool, b
 	switch strategy {
 	case sandboxv1alpha1.RecycleDelete, sandboxv1alpha1.RecycleNoop:
 	case sandboxv1alpha1.RecycleRestart:
-		return fmt.Errorf("releasing pods to pool %s/%s: %w", pool.Namespace, pool.Name, ErrRestartNotSupported)
+		strategy = sandboxv1alpha1.RecycleDelete
 	default:
 		return fmt.Errorf("releasing pods to pool %s/%s: unknown recycleStrategy %q", pool.Namespace, pool.Name, strategy)
 	}

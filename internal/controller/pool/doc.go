@@ -60,9 +60,8 @@
 // # Recycling
 //
 // Release acts per recycleStrategy: Delete deletes the pods, then unlists
-// them; the pool replaces them. Noop unlists them. Restart is not supported
-// and returns ErrRestartNotSupported: Kubernetes has no API to restart a
-// container in place (the upstream operator relies on an agent of its own
-// inside the pod); killing PID 1 through pods/exec depends on the image
-// having a kill command and a restartPolicy that restarts it.
+// them; the pool replaces them. Noop unlists them. Restart is Delete:
+// Kubernetes has no API to restart a container in place (the upstream
+// operator relies on an agent of its own inside the pod), so the restarted
+// sandbox is a fresh pod, made in the lowest free slot.
 package pool

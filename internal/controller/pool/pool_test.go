@@ -2,7 +2,6 @@ package pool_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -293,7 +292,7 @@ func TestPool(t *testing.T) {
 		}
 	})
 
-	t.Run("ReleaseRestartNotSupported", func(t *testing.T) {
+	t.Run("ReleaseRestartIsDelete", func(t *testing.T) {
 		ns := env.Namespace(t)
 		startManager(t, env, ns)
 		p := newPool(ns, "restart", sandboxv1alpha1.CapacitySpec{BufferMin: 1, BufferMax: 1, PoolMin: 0, PoolMax: 2}, sandboxv1alpha1.RecycleRestart)
@@ -304,12 +303,26 @@ func TestPool(t *testing.T) {
 		if err != nil || len(got) != 1 {
 			t.Fatalf("Allocate = %v, %v", got, err)
 		}
-		if err := pool.Release(ctx, c, p, b, got); !errors.Is(err, pool.ErrRestartNotSupported) {
-			t.Fatalf("Release under Restart: %v, want ErrRestartNotSupported", err)
+		var held corev1.Pod
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: got[0]}, &held); err != nil {
+			t.Fatal(err)
 		}
-		if a := allocation(t, c, b); fmt.Sprint(a) != fmt.Sprint(got) {
-			t.Errorf("alloc-status %v after a refused release, want %v", a, got)
+		if err := pool.Release(ctx, c, p, b, got); err != nil {
+			t.Fatalf("Release under Restart: %v", err)
 		}
+		if a := allocation(t, c, b); len(a) != 0 {
+			t.Errorf("alloc-status %v after release, want empty", a)
+		}
+		// The released pod is gone: no pod of that UID is left.
+		var back corev1.Pod
+		err = c.Get(ctx, client.ObjectKey{Namespace: ns, Name: got[0]}, &back)
+		if err == nil && back.UID == held.UID && back.DeletionTimestamp == nil {
+			t.Errorf("released pod %s kept under Restart, want a fresh one", got[0])
+		} else if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		waitReadyPods(t, c, ns, "restart", 1)
+		waitStatus(t, c, p, 1, 0, 1)
 	})
 
 	t.Run("Eviction", func(t *testing.T) {

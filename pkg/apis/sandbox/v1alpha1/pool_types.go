@@ -99,8 +99,10 @@ type RecycleStrategyType string
 const (
 	// RecycleDelete deletes the pod; the pool makes a fresh one.
 	RecycleDelete RecycleStrategyType = "Delete"
-	// RecycleRestart restarts the pod's containers in place and returns the
-	// pod to the pool (see AnnotationRestartRecord).
+	// RecycleRestart restarts the pod's containers and returns the pod to
+	// the pool (upstream does it in place, see AnnotationRestartRecord; on
+	// plain Kubernetes, which cannot restart a container on request, our
+	// controller replaces the pod with a fresh one, as Delete).
 	RecycleRestart RecycleStrategyType = "Restart"
 	// RecycleNoop returns the pod to the pool as it is.
 	RecycleNoop RecycleStrategyType = "Noop"
