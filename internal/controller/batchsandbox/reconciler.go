@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -80,6 +81,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&sandboxv1alpha1.BatchSandbox{}).
 		Owns(&corev1.Pod{}).
 		Owns(&sandboxv1alpha1.SandboxSnapshot{}).
+		// Reconciles of one batch never overlap; several batches are
+		// reconciled at once so that one whose task executors are slow
+		// to answer (tasks.go) does not hold up the creation, expiry
+		// and pause of the others.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(r)
 }
 
