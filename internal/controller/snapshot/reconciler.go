@@ -589,9 +589,23 @@ func equalStatus(a, b *sandboxv1alpha1.SandboxSnapshotStatus) bool {
 
 // deleteJob removes the snapshot's commit Job and its pods, if any.
 func (r *Reconciler) deleteJob(ctx context.Context, snap *sandboxv1alpha1.SandboxSnapshot) error {
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: snap.Namespace, Name: JobName(snap.Name)}}
-	err := r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground))
-	if err != nil && !apierrors.IsNotFound(err) {
+	var job batchv1.Job
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: snap.Namespace, Name: JobName(snap.Name)}, &job)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the commit job %s: %w", JobName(snap.Name), err)
+	}
+	// A job of that name that this snapshot does not control (someone
+	// else's) is left alone; the UID precondition keeps a job made
+	// anew since the read from being deleted in its place.
+	if !metav1.IsControlledBy(&job, snap) {
+		return nil
+	}
+	uid := job.UID
+	err = r.Client.Delete(ctx, &job, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting the commit job %s: %w", job.Name, err)
 	}
 	return nil

@@ -432,6 +432,32 @@ func TestSnapshotReconciler(t *testing.T) {
 		}
 	})
 
+	t.Run("a job of the commit name it does not own is reported and left alone", func(t *testing.T) {
+		ns := env.Namespace(t)
+		sandbox(t, c, ns, "sbx", "cid11", true)
+		foreign := &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: JobName("snap11")},
+			Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers:    []corev1.Container{{Name: "other", Image: "someone/else"}},
+			}}},
+		}
+		if err := c.Create(ctxT(t), foreign); err != nil {
+			t.Fatal(err)
+		}
+		start(t, env, ns, &clock{})
+		newSnapshot(t, c, ns, "snap11", "sbx")
+		s := waitPhase(t, c, ns, "snap11", sandboxv1alpha1.SandboxSnapshotPhaseFailed)
+		if f := condition(s, "Failed"); !strings.Contains(f.Message, "does not belong") {
+			t.Fatalf("Failed condition %+v", f)
+		}
+		poke(t, c, ns, "snap11") // one more reconcile of the failed snapshot
+		var job batchv1.Job
+		if err := c.Get(ctxT(t), client.ObjectKeyFromObject(foreign), &job); err != nil || job.UID != foreign.UID || job.DeletionTimestamp != nil {
+			t.Fatalf("the foreign job was touched: %v (uid %s, was %s; deleting %v)", err, job.UID, foreign.UID, job.DeletionTimestamp)
+		}
+	})
+
 	t.Run("deleting a snapshot mid-commit removes its job", func(t *testing.T) {
 		ns := env.Namespace(t)
 		start(t, env, ns, &clock{})
