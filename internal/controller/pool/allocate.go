@@ -130,6 +130,12 @@ func availablePods(ctx context.Context, c client.Client, pool *sandboxv1alpha1.P
 	if err != nil {
 		return nil, err
 	}
+	// Reading the allocations lists the namespace's BatchSandboxes; with
+	// no ready pod of the revision there is nothing to check them for
+	// (batches waiting on an empty pool call this at every pod event).
+	if !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return podAvailable(&p, revision, nil) }) {
+		return nil, nil
+	}
 	allocated, err := allocatedFresh(ctx, c, &fresh)
 	if err != nil {
 		return nil, err
