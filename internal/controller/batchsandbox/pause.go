@@ -149,6 +149,11 @@ func (r *Reconciler) pause(ctx context.Context, bsbx *sandboxv1alpha1.BatchSandb
 		logger.Info("pausing: created snapshot", "snapshot", name)
 	case err != nil:
 		return ctrl.Result{}, true, fmt.Errorf("reading SandboxSnapshot %s: %w", name, err)
+	case !metav1.IsControlledBy(&snap, bsbx):
+		// Most likely the snapshot of an earlier BatchSandbox of this name
+		// that the garbage collector has not removed yet: its images are
+		// not this sandbox's. Retried (with back-off) until it is gone.
+		return ctrl.Result{}, true, fmt.Errorf("SandboxSnapshot %s exists and does not belong to this BatchSandbox (an earlier one's, not yet garbage-collected?)", name)
 	}
 
 	switch snap.Status.Phase {

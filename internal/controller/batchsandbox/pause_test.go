@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -225,6 +226,51 @@ func TestPauseResume(t *testing.T) {
 			}
 			return ""
 		})
+	})
+
+	t.Run("SnapshotOfAnotherBatchIsNotAdopted", func(t *testing.T) {
+		ns := env.Namespace(t)
+		startPauseManager(t, env, ns)
+		if err := c.Create(ctxT(t), newBatch(ns, "b", 1)); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "pod", func() string {
+			if len(pods(t, c, ns, "b")) != 1 {
+				return "no pod"
+			}
+			return ""
+		})
+		runPod(t, c, ns, "b-0", "10.0.0.8")
+		waitPhase(t, c, ns, "b", sandboxv1alpha1.BatchSandboxPhaseSucceed)
+		// A finished snapshot under the name the next pause will use, left
+		// by an earlier BatchSandbox "b" (no owner: not this one's).
+		gen := getBatch(t, c, ns, "b").Generation + 1
+		stale := &sandboxv1alpha1.SandboxSnapshot{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: PauseSnapshotName("b", gen)},
+			Spec:       sandboxv1alpha1.SandboxSnapshotSpec{SandboxName: "b"},
+		}
+		if err := c.Create(ctxT(t), stale); err != nil {
+			t.Fatal(err)
+		}
+		setSnapshot(t, c, ns, stale.Name, sandboxv1alpha1.SandboxSnapshotPhaseSucceed, "")
+		setPause(t, c, ns, "b", ptr.To(true))
+		eventually(t, "pause started on the snapshot name", func() string {
+			if a := getBatch(t, c, ns, "b").Annotations[AnnotationPauseSnapshot]; a != stale.Name {
+				return fmt.Sprintf("annotation %q, want %q", a, stale.Name)
+			}
+			return ""
+		})
+		// Some reconciles later it is still not paused and keeps its pod.
+		poked := getBatch(t, c, ns, "b")
+		orig := poked.DeepCopy()
+		poked.Labels = map[string]string{"poke": "1"}
+		if err := c.Patch(ctxT(t), poked, client.MergeFrom(orig)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second) // no event to wait for: the test checks that nothing happens
+		if b := getBatch(t, c, ns, "b"); b.Status.Phase == sandboxv1alpha1.BatchSandboxPhasePaused || len(pods(t, c, ns, "b")) != 1 {
+			t.Fatalf("paused on another batch's snapshot: phase %s, pods %v", b.Status.Phase, podNames(pods(t, c, ns, "b")))
+		}
 	})
 }
 
