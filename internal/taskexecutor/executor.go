@@ -362,27 +362,15 @@ func (e *Executor) save(en *entry) error {
 	return writeAtomic(filepath.Join(e.dir(en.rec.Task.Name), "task.json"), data)
 }
 
+// writeAtomic replaces path with data through a synced temporary file and
+// a rename, so a crash leaves the old or the new content, never a part.
 func writeAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	dir, err := os.OpenRoot(filepath.Dir(path))
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
+	defer dir.Close()
+	return writeRootAtomic(dir, filepath.Base(path), data)
 }
 
 func copyTask(t *Task) Task {

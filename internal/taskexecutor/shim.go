@@ -179,8 +179,11 @@ func lookPath(name string, env []string) (string, error) {
 	return "", fmt.Errorf("command %q not found in PATH %s: %w", name, path, fs.ErrNotExist)
 }
 
+// writeRootAtomic replaces name in dir with data through a synced temporary
+// file and a rename (see writeAtomic); a failed write removes the temporary.
 func writeRootAtomic(dir *os.Root, name string, data []byte) error {
-	f, err := dir.OpenFile(name+".tmp", os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	tmp := name + ".tmp"
+	f, err := dir.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", name, err)
 	}
@@ -192,9 +195,10 @@ func writeRootAtomic(dir *os.Root, name string, data []byte) error {
 		err = cerr
 	}
 	if err == nil {
-		err = dir.Rename(name+".tmp", name)
+		err = dir.Rename(tmp, name)
 	}
 	if err != nil {
+		_ = dir.Remove(tmp)
 		return fmt.Errorf("writing %s: %w", name, err)
 	}
 	return nil

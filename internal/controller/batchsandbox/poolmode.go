@@ -146,7 +146,6 @@ func replicasOf(b *sandboxv1alpha1.BatchSandbox) int {
 // Reconcile brings one pool-mode BatchSandbox's allocation, annotations and
 // status in line with its spec, and releases its pods when it is deleted.
 func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	logger := log.FromContext(ctx)
 	var b sandboxv1alpha1.BatchSandbox
 	if err := r.Client.Get(ctx, req.NamespacedName, &b); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -171,14 +170,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return ctrl.Result{}, nil
-		}
-		if apierrors.IsConflict(err) {
-			logger.V(1).Info("write conflict; reconciling again", "error", err.Error())
-			return ctrl.Result{RequeueAfter: conflictRetry}, nil
-		}
-		return ctrl.Result{}, err
+		return errorResult(ctx, err)
 	}
 	return res, nil
 }

@@ -99,7 +99,6 @@ func (r *Reconciler) now() time.Time {
 // Reconcile brings one BatchSandbox's pods, annotations and status in line
 // with its spec.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	logger := log.FromContext(ctx)
 	var bsbx sandboxv1alpha1.BatchSandbox
 	if err := r.Client.Get(ctx, req.NamespacedName, &bsbx); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -127,20 +126,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		res, err = r.sync(ctx, &bsbx)
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			// The manager is stopping; the next one starts over.
-			return ctrl.Result{}, nil
-		}
-		if apierrors.IsConflict(err) {
-			logger.V(1).Info("write conflict; reconciling again", "error", err.Error())
-			return ctrl.Result{RequeueAfter: conflictRetry}, nil
-		}
-		return ctrl.Result{}, err
+		return errorResult(ctx, err)
 	}
 	if res.RequeueAfter > 0 && (result.RequeueAfter == 0 || res.RequeueAfter < result.RequeueAfter) {
 		result.RequeueAfter = res.RequeueAfter
 	}
 	return result, nil
+}
+
+// errorResult is what a reconcile that failed with err returns: nothing
+// when the manager is stopping (the next one starts over), a short requeue
+// for a lost write race (the winning write also brings a reconcile), else
+// err, for the work queue's back-off.
+func errorResult(ctx context.Context, err error) (ctrl.Result, error) {
+	if ctx.Err() != nil {
+		return ctrl.Result{}, nil
+	}
+	if apierrors.IsConflict(err) {
+		log.FromContext(ctx).V(1).Info("write conflict; reconciling again", "error", err.Error())
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
+	return ctrl.Result{}, err
 }
 
 // expire deletes bsbx, whose expireTime has passed. The UID precondition
