@@ -250,6 +250,13 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, readyMarker str
 		Isolated:    isolation.New(isolation.Options{Env: env, Logger: logger}),
 	})
 	logger.Info("execd listening", "addr", ln.Addr().String(), "auth", cfg.accessToken != "")
+	// Told to stop while starting (the supervisor stops the server when
+	// the entrypoint cannot start): not ready, or the runtime would take
+	// a sandbox that is going away for a started one.
+	if ctx.Err() != nil {
+		ln.Close()
+		return nil
+	}
 	if readyMarker != "" {
 		// Connections queue on the listening socket until Serve accepts.
 		if _, err := io.WriteString(os.Stderr, readiness.Line(readyMarker)); err != nil {
