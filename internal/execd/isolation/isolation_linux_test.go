@@ -337,6 +337,43 @@ func TestIdleTimeoutReaps(t *testing.T) {
 	}
 }
 
+// TestEndedSessionGoneOnlyWhenItsProcessesAre: a session answers 404 only
+// once nothing of it runs (an e2e saw the idle reaper's 404 while the
+// session's sleep still ran); while it is being ended it takes no runs.
+func TestEndedSessionGoneOnlyWhenItsProcessesAre(t *testing.T) {
+	h := newHarness(t, nil)
+	id := h.create(sandbox.CreateIsolatedSessionRequest{Workspace: sandbox.IsolatedWorkspace{Path: t.TempDir()}})
+	h.run(id, "(sleep 779 >/dev/null 2>&1 &)")
+	h.m.mu.Lock()
+	s := h.m.sessions[id]
+	h.m.mu.Unlock()
+	h.m.end(s)
+	for {
+		code, body := h.do(http.MethodPost, "/v1/isolated/session/"+id+"/run", sandbox.IsolatedRunRequest{Code: "true"})
+		if code != http.StatusNotFound {
+			t.Fatalf("run into a session being ended: %d %s", code, body)
+		}
+		if code, _ := h.do(http.MethodGet, "/v1/isolated/session/"+id, nil); code == http.StatusNotFound {
+			break
+		}
+	}
+	// Under the table's lock (which the waiter held to remove it), the
+	// session's init must have been reaped already.
+	h.m.mu.Lock()
+	_, found := h.m.sessions[id]
+	reaped := s.cmd.ProcessState != nil
+	h.m.mu.Unlock()
+	if found || !reaped {
+		t.Fatalf("GET answered 404 with the session in the table (%v) or its init not reaped (%v)", found, reaped)
+	}
+	if out, _ := exec.Command("pgrep", "-f", "sleep 77[9]").Output(); len(out) != 0 {
+		t.Errorf("the session's sleep outlived its init: pids %s", out)
+	}
+	if code, _ := h.do(http.MethodGet, "/v1/isolated/session/"+id, nil); code != http.StatusNotFound {
+		t.Errorf("session still found after its init was reaped: %d", code)
+	}
+}
+
 func TestEnvPassthrough(t *testing.T) {
 	h := newHarness(t, []string{"PATH=/usr/bin:/bin", "SECRET=s3", "FOO=foo"})
 	cases := []struct {

@@ -101,6 +101,7 @@ type session struct {
 	idle    time.Duration
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed once the init has exited and its files are gone
+	ending  bool          // end was called; guarded by Manager.mu
 	client  *http.Client
 	proxy   *httputil.ReverseProxy
 
@@ -592,12 +593,13 @@ func (m *Manager) Delete(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// end kills s's init; the pid namespace goes with it.
+// end kills s's init; the pid namespace goes with it. The session stays
+// in the table (its GET answers) until the waiter has reaped the init,
+// which the kernel lets happen only after every other process of the
+// namespace is gone: a 404 means nothing of the session runs any more.
 func (m *Manager) end(s *session) {
 	m.mu.Lock()
-	if m.sessions[s.id] == s {
-		delete(m.sessions, s.id)
-	}
+	s.ending = true
 	m.mu.Unlock()
 	s.cmd.Process.Signal(syscall.SIGKILL)
 }
@@ -613,11 +615,28 @@ func (m *Manager) lookup(w http.ResponseWriter, r *http.Request) (*session, bool
 	return s, ok
 }
 
+// lookupLive is lookup for requests into the session: one being ended
+// takes no more work.
+func (m *Manager) lookupLive(w http.ResponseWriter, r *http.Request) (*session, bool) {
+	s, ok := m.lookup(w, r)
+	if !ok {
+		return nil, false
+	}
+	m.mu.Lock()
+	ending := s.ending
+	m.mu.Unlock()
+	if ending {
+		apierror.Write(w, r, apierror.NotFound(apierror.CodeSessionNotFound, "isolated session %q is being ended", s.id))
+		return nil, false
+	}
+	return s, true
+}
+
 // Run handles POST /v1/isolated/session/{sessionId}/run: the code runs in
 // the session through its server's command runner, and the event stream
 // comes back unchanged (the /command frame format).
 func (m *Manager) Run(w http.ResponseWriter, r *http.Request) {
-	s, ok := m.lookup(w, r)
+	s, ok := m.lookupLive(w, r)
 	if !ok {
 		return
 	}
@@ -661,7 +680,7 @@ func (m *Manager) Run(w http.ResponseWriter, r *http.Request) {
 // passing them to the in-session server, which sees the session's view of
 // the filesystem and acts with the session's identity.
 func (m *Manager) Files(w http.ResponseWriter, r *http.Request) {
-	s, ok := m.lookup(w, r)
+	s, ok := m.lookupLive(w, r)
 	if !ok {
 		return
 	}
@@ -700,6 +719,9 @@ func (m *Manager) reapIdle() {
 		var next time.Duration
 		m.mu.Lock()
 		for _, s := range m.sessions {
+			if s.ending {
+				continue
+			}
 			left, gone := s.idleRemainingExact(now)
 			switch {
 			case gone:
