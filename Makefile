@@ -10,7 +10,7 @@ STATIC    := CGO_ENABLED=0
 LDFLAGS   := -s -w
 EXECD_PORT ?= 44772
 
-.PHONY: all build execd egress server osb mcp controller task-executor image-committer images kube-images run run-execd test deps unit e2e e2e-clean kube-assets cluster cluster-down kube-e2e bench lint fmt generate clean
+.PHONY: all build execd egress server osb mcp controller task-executor image-committer images server-image kube-images run run-execd test deps unit e2e e2e-clean kube-assets cluster cluster-down kube-e2e bench lint fmt generate clean
 
 all: build
 
@@ -57,8 +57,13 @@ server:
 
 # Sandbox images built locally from Debian packages (no registry needed);
 # a no-op when the recipe has not changed.
-images: deps
+images: deps server-image
 	bash images/build.sh base code-interpreter
+
+# The server's image (deploy/compose.yaml, Helm), built from bin/ without a
+# registry; a no-op when neither images/server.sh nor a binary changed.
+server-image: server execd egress
+	@bash images/server.sh
 
 # Starts the lifecycle server with the Docker runtime on :8080 (SERVER_HOST=… and
 # SERVER_PORT=… listen elsewhere without editing deploy/dev.toml). The API key

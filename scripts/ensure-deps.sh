@@ -13,6 +13,9 @@ command -v unshare >/dev/null || need+=(util-linux)
 command -v make >/dev/null || need+=(make)
 command -v ip >/dev/null || need+=(iproute2)
 command -v mkfs.btrfs >/dev/null || need+=(btrfs-progs) # the disk-quota data root below
+# deploy/compose.yaml and its e2e test: Debian's docker-compose (1.29, a few
+# small Python packages) unless a compose v2 CLI plugin is already there.
+command -v docker-compose >/dev/null || docker compose version >/dev/null 2>&1 || need+=(docker-compose)
 for pkg in python3-ipykernel python3-matplotlib python3-numpy node-typescript; do
 	dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done

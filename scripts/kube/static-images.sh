@@ -21,9 +21,14 @@ IMAGES=(
 	'opensandbox/task-executor:latest|task-executor|["/task-executor"]'
 	'opensandbox/image-committer:latest|image-committer|["/image-committer"]'
 )
+# Images built elsewhere that the cluster needs as well: --list names them
+# (so up.sh pushes and imports them), this script does not build them.
+# opensandbox/server comes from images/server.sh (make images).
+LISTED_ONLY=(opensandbox/server:latest)
 
 if [ "${1:-}" = --list ]; then
 	for row in "${IMAGES[@]}"; do printf '%s\n' "${row%%|*}"; done
+	printf '%s\n' "${LISTED_ONLY[@]}"
 	exit 0
 fi
 
