@@ -21,8 +21,8 @@ import (
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	"github.com/opensandbox-go/opensandbox/internal/server"
 	"github.com/opensandbox-go/opensandbox/internal/store"
-	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
 // poolsOnly is a runtime with pools and nothing else: kubepool for the
