@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opensandbox-go/opensandbox/internal/apierror"
 	"github.com/opensandbox-go/opensandbox/internal/kubepool"
@@ -204,4 +207,29 @@ func TestPoolsKubernetes(t *testing.T) {
 			t.Errorf("unexpected Pool %s left in %s", p.Name, ns)
 		}
 	}
+
+	// A cluster without the Pool kind: 501, saying what to install.
+	noKinds, err := client.New(env.Config, client.Options{Scheme: env.Scheme, Mapper: meta.NewDefaultRESTMapper(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2 := newEnv(t, func(c *Config) {
+		c.Runtime = &withPools{stubRuntime: c.Runtime.(*stubRuntime), Pools: kubepool.New(noKinds, ns)}
+	})
+	wantError(t, "GET without the CRD", e2.do("GET", "/v1/pools", nil), http.StatusNotImplemented,
+		apierror.CodePoolNotSupported, "install the OpenSandbox CRDs")
+
+	// A caller the apiserver's RBAC refuses: 500 POOL_API_ERROR with the
+	// apiserver's message.
+	nobodyCfg := rest.CopyConfig(env.Config)
+	nobodyCfg.Impersonate = rest.ImpersonationConfig{UserName: "nobody"}
+	nobody, err := client.New(nobodyCfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e3 := newEnv(t, func(c *Config) {
+		c.Runtime = &withPools{stubRuntime: c.Runtime.(*stubRuntime), Pools: kubepool.New(nobody, ns)}
+	})
+	wantError(t, "POST as nobody", e3.do("POST", "/v1/pools", poolBody("forbidden", 1, 0, 1, 0)), http.StatusInternalServerError,
+		apierror.CodePoolAPIError, "forbidden", `"nobody"`)
 }
