@@ -12,9 +12,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -125,8 +125,8 @@ type Runtime struct {
 	base corev1.PodTemplateSpec
 
 	cache  cache.Cache
-	cached client.Client   // reads from the cache, writes to the API
-	api    client.Reader   // reads from the API server
+	cached client.Client        // reads from the cache, writes to the API
+	api    client.Reader        // reads from the API server
 	cs     kubernetes.Interface // logs and events
 	http   *http.Client
 
