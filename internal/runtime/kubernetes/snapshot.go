@@ -142,6 +142,10 @@ func (r *Runtime) snapshotImage(ctx context.Context, snapshotID string) (string,
 	}
 	for _, c := range s.Status.Containers {
 		if c.ContainerName == mainContainer && c.ImageURI != "" {
+			if c.ImageDigest != "" {
+				// Pinned, as the operator's resume does.
+				return c.ImageURI + "@" + c.ImageDigest, nil
+			}
 			return c.ImageURI, nil
 		}
 	}
