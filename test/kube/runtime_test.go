@@ -2,9 +2,11 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,4 +151,54 @@ func leftovers(t *testing.T, c *cluster, cl client.Client, ns, id string) []stri
 		}
 	}
 	return out
+}
+
+// TestKubernetesRuntimeFailedCreate: a create whose image cannot be pulled
+// fails with ErrImagePull carrying the kubelet's message, and leaves
+// nothing behind; metadata that is no label is refused before anything is
+// made.
+func TestKubernetesRuntimeFailedCreate(t *testing.T) {
+	c := connect(t)
+	ns := c.namespace(t)
+	c.startOperator(t, ns)
+	cl := c.sandboxClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*podTimeout)
+	defer cancel()
+	rt, err := kubernetes.New(ctx, kubernetes.Options{RESTConfig: c.config, Namespace: ns, ExecdImage: pauseExecdImage, CreateTimeout: podTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+
+	id := "rt-" + token(t)
+	t.Cleanup(func() { removeSandbox(t, cl, ns, id) })
+	spec := runtime.Spec{
+		ID: id, Image: c.registry + "/opensandbox/no-such-image:" + token(t), Entrypoint: []string{"sleep", "infinity"},
+		ExecdToken: "tok", Metadata: map[string]string{"k": "v"},
+	}
+	start := time.Now()
+	_, err = rt.Create(ctx, spec)
+	if !errors.Is(err, runtime.ErrImagePull) || !strings.Contains(err.Error(), "no-such-image") {
+		t.Fatalf("Create of a missing image: %v, want ErrImagePull naming the image", err)
+	}
+	t.Logf("failed in %s: %v", time.Since(start).Round(time.Millisecond), err)
+	if left := leftovers(t, c, cl, ns, id); len(left) > 0 {
+		t.Errorf("the failed create left %v", left)
+	}
+	if _, err := rt.Get(ctx, id); !errors.Is(err, runtime.ErrNotFound) {
+		t.Errorf("Get after the failed create: %v, want ErrNotFound", err)
+	}
+
+	spec.Image = baseImage
+	spec.Metadata = map[string]string{"not a key": "v"}
+	if _, err := rt.Create(ctx, spec); !errors.Is(err, runtime.ErrInvalid) || !strings.Contains(err.Error(), "not a key") {
+		t.Errorf("Create with a bad metadata key: %v, want ErrInvalid naming the key", err)
+	}
+	spec.Metadata = map[string]string{"opensandbox.io/id": "x"}
+	if _, err := rt.Create(ctx, spec); !errors.Is(err, runtime.ErrInvalid) {
+		t.Errorf("Create with a reserved metadata key: %v, want ErrInvalid", err)
+	}
+	if left := leftovers(t, c, cl, ns, id); len(left) > 0 {
+		t.Errorf("the refused creates left %v", left)
+	}
 }
