@@ -128,6 +128,12 @@ type Volume struct {
 	// removes a volume the runtime created when the sandbox is deleted.
 	CreateIfNotExists   bool
 	DeleteOnTermination bool
+	// StorageClass, Storage (a quantity such as "10Gi") and AccessModes
+	// ("ReadWriteOnce", ...) describe a claim the runtime creates; engines
+	// without such notions (Docker) ignore them.
+	StorageClass string
+	Storage      string
+	AccessModes  []string
 }
 
 // Platform is an operating system and CPU architecture.

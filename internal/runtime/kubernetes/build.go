@@ -83,13 +83,8 @@ func validate(spec runtime.Spec) error {
 	if err := grammar.CheckDNSLabel(spec.ID); err != nil {
 		return fmt.Errorf("kubernetes: create: sandbox id %q cannot name a resource: %w", spec.ID, err)
 	}
-	for _, v := range spec.Volumes {
-		if v.HostPath != "" {
-			return fmt.Errorf("kubernetes: sandbox %s: volume %s: host paths are not mounted on a cluster: %w", spec.ID, v.Name, runtime.ErrNotSupported)
-		}
-		if v.ClaimName != "" {
-			return fmt.Errorf("kubernetes: sandbox %s: volume %s: PVC volumes: %w", spec.ID, v.Name, runtime.ErrNotSupported)
-		}
+	if err := checkVolumes(spec); err != nil {
+		return err
 	}
 	for _, k := range slices.Sorted(maps.Keys(spec.Metadata)) {
 		if err := grammar.CheckLabel(k, spec.Metadata[k]); err != nil {
@@ -144,7 +139,9 @@ func registryHost(ref string) string {
 
 // batchSandbox builds the BatchSandbox of spec running image (the spec's
 // image or the snapshot's).
-func (r *Runtime) batchSandbox(spec runtime.Spec, image string, pullSecrets []string) (*sandboxv1alpha1.BatchSandbox, error) {
+//
+// managed lists the claims to delete with the sandbox.
+func (r *Runtime) batchSandbox(spec runtime.Spec, image string, pullSecrets, managed []string) (*sandboxv1alpha1.BatchSandbox, error) {
 	lbl := map[string]string{labelID: spec.ID}
 	for k, v := range spec.Metadata {
 		lbl[k] = v
@@ -159,6 +156,9 @@ func (r *Runtime) batchSandbox(spec runtime.Spec, image string, pullSecrets []st
 	}
 	if spec.SnapshotID != "" {
 		ann[annSnapshotID] = spec.SnapshotID
+	}
+	if len(managed) > 0 {
+		ann[annManagedVolumes] = strings.Join(managed, ",")
 	}
 	if spec.Platform != nil {
 		b, _ := json.Marshal(spec.Platform)
@@ -229,6 +229,7 @@ func (r *Runtime) podTemplate(spec runtime.Spec, image string, pullSecrets []str
 		ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(sandbox.ExecdPort)}},
 		PeriodSeconds: 1, FailureThreshold: 1,
 	}
+	addVolumes(ps, c, spec.Volumes)
 	limits := resourceLimits(spec.Resources)
 	if len(limits) > 0 {
 		if c.Resources.Limits == nil {

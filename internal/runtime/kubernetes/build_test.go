@@ -38,7 +38,7 @@ func TestBatchSandbox(t *testing.T) {
 	r.opts.RuntimeClassName = "gvisor"
 	r.opts.ServiceAccount = "sandboxes"
 	spec := testSpec()
-	b, err := r.batchSandbox(spec, spec.Image, []string{pullSecret(spec.ID)})
+	b, err := r.batchSandbox(spec, spec.Image, []string{pullSecret(spec.ID)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestTemplateMerge(t *testing.T) {
 		},
 	}
 	spec := testSpec()
-	b, err := r.batchSandbox(spec, spec.Image, nil)
+	b, err := r.batchSandbox(spec, spec.Image, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -59,10 +60,6 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (runtime.Sandbo
 	if pull != nil {
 		pullNames = append(pullNames, pull.Name)
 	}
-	bsbx, err := r.batchSandbox(spec, image, pullNames)
-	if err != nil {
-		return runtime.Sandbox{}, fmt.Errorf("kubernetes: sandbox %s: %w", spec.ID, err)
-	}
 
 	// The token Secret comes first, so the pod never waits for it; it is
 	// also what makes a second create of the same id fail before it
@@ -74,9 +71,21 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (runtime.Sandbo
 		}
 		return runtime.Sandbox{}, apiErr(err, "kubernetes: sandbox %s: create its secret", spec.ID)
 	}
-	sb, madeBatch, err := r.create(ctx, spec, bsbx, tok, pull)
+	claims, managed, err := r.prepareVolumes(ctx, spec)
+	var bsbx *sandboxv1alpha1.BatchSandbox
+	if err == nil {
+		bsbx, err = r.batchSandbox(spec, image, pullNames, managed)
+		if err != nil {
+			err = fmt.Errorf("kubernetes: sandbox %s: %w", spec.ID, err)
+		}
+	}
 	if err != nil {
-		r.undoCreate(ctx, spec.ID, madeBatch)
+		r.undoCreate(ctx, spec.ID, false, claims)
+		return runtime.Sandbox{}, err
+	}
+	sb, madeBatch, err := r.create(ctx, spec, bsbx, managed, tok, pull)
+	if err != nil {
+		r.undoCreate(ctx, spec.ID, madeBatch, claims)
 		return runtime.Sandbox{}, err
 	}
 	r.log.InfoContext(ctx, "sandbox created", "sandbox", spec.ID, "image", image, "elapsed", time.Since(start).Round(time.Millisecond))
@@ -85,7 +94,7 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (runtime.Sandbo
 
 // create makes the rest of the sandbox after its token Secret and waits for
 // it; madeBatch tells whether the BatchSandbox is ours to remove.
-func (r *Runtime) create(ctx context.Context, spec runtime.Spec, bsbx *sandboxv1alpha1.BatchSandbox, secrets ...*corev1.Secret) (_ runtime.Sandbox, madeBatch bool, _ error) {
+func (r *Runtime) create(ctx context.Context, spec runtime.Spec, bsbx *sandboxv1alpha1.BatchSandbox, managed []string, secrets ...*corev1.Secret) (_ runtime.Sandbox, madeBatch bool, _ error) {
 	if secrets[1] != nil {
 		if err := r.cached.Create(ctx, secrets[1]); err != nil {
 			return runtime.Sandbox{}, false, apiErr(err, "kubernetes: sandbox %s: create its image pull secret", spec.ID)
@@ -114,6 +123,14 @@ func (r *Runtime) create(ctx context.Context, spec runtime.Spec, bsbx *sandboxv1
 			return runtime.Sandbox{}, true, apiErr(err, "kubernetes: sandbox %s: own secret %s", spec.ID, s.Name)
 		}
 	}
+	for _, name := range managed {
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: name}}
+		patch := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"ownerReferences":[{"apiVersion":%q,"kind":%q,"name":%q,"uid":%q}]}}`,
+			owner.APIVersion, owner.Kind, owner.Name, owner.UID)))
+		if err := r.cached.Patch(ctx, pvc, patch); err != nil {
+			return runtime.Sandbox{}, true, apiErr(err, "kubernetes: sandbox %s: own claim %s", spec.ID, name)
+		}
+	}
 	if err := r.waitRunning(ctx, spec.ID, spec.ExecdToken); err != nil {
 		return runtime.Sandbox{}, true, err
 	}
@@ -122,16 +139,17 @@ func (r *Runtime) create(ctx context.Context, spec runtime.Spec, bsbx *sandboxv1
 }
 
 // undoCreate removes what a failed Create made, even when ctx is done.
-// Without madeBatch only the Secrets are removed: a BatchSandbox of that
-// name is someone else's.
-func (r *Runtime) undoCreate(ctx context.Context, id string, madeBatch bool) {
+// Without madeBatch only the Secrets and claims are removed: a
+// BatchSandbox of that name is someone else's. claims are those the create
+// made.
+func (r *Runtime) undoCreate(ctx context.Context, id string, madeBatch bool, claims []string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	var err error
 	if madeBatch {
-		err = r.deleteAll(ctx, id)
-	} else {
-		err = r.deleteSecrets(ctx, id)
+		err = r.deleteAll(ctx, id, claims)
+	} else if err = r.deleteSecrets(ctx, id); err == nil {
+		err = r.deleteClaims(ctx, id, claims)
 	}
 	if err != nil {
 		r.log.ErrorContext(ctx, "remove what a failed create made", "sandbox", id, "err", err)

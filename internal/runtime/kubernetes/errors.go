@@ -7,6 +7,8 @@ import (
 	"net"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 )
@@ -64,4 +66,9 @@ func apiErr(err error, format string, args ...any) error {
 // classErr is an error of class with context.
 func classErr(class error, format string, args ...any) error {
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), class)
+}
+
+// preconditionUID deletes only the object with that UID.
+func preconditionUID(uid types.UID) client.DeleteOption {
+	return client.Preconditions{UID: &uid}
 }

@@ -117,15 +117,16 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 	if b.Labels[labelID] != id {
 		return classErr(runtime.ErrNotFound, "kubernetes: delete sandbox %s: the BatchSandbox is not one of this runtime's", id)
 	}
-	if err := r.deleteAll(ctx, id); err != nil {
+	if err := r.deleteAll(ctx, id, managedClaims(b.Annotations)); err != nil {
 		return err
 	}
 	r.log.InfoContext(ctx, "sandbox deleted", "sandbox", id)
 	return nil
 }
 
-// deleteAll deletes every object of sandbox id and waits for them to go.
-func (r *Runtime) deleteAll(ctx context.Context, id string) error {
+// deleteAll deletes every object of sandbox id, and the claims among
+// claims that it made, and waits for them to go.
+func (r *Runtime) deleteAll(ctx context.Context, id string, claims []string) error {
 	ctx, cancel := context.WithTimeout(ctx, deleteTimeout)
 	defer cancel()
 	fg := client.PropagationPolicy(metav1.DeletePropagationForeground)
@@ -139,7 +140,14 @@ func (r *Runtime) deleteAll(ctx context.Context, id string) error {
 	if err := r.deleteSecrets(ctx, id); err != nil {
 		return err
 	}
-	return r.waitGone(ctx, id)
+	if err := r.waitGone(ctx, id); err != nil {
+		return err
+	}
+	// A claim goes once no pod uses it (pvc-protection).
+	if err := r.deleteClaims(ctx, id, claims); err != nil {
+		return apiErr(err, "kubernetes: sandbox %s: waiting for its volumes to go", id)
+	}
+	return nil
 }
 
 // deleteSecrets deletes the Secrets of sandbox id.
