@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -219,4 +220,53 @@ func equalMaps(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+func TestVolumes(t *testing.T) {
+	r := testRuntime()
+	spec := testSpec()
+	spec.Volumes = []runtime.Volume{
+		{Name: "a", ClaimName: "c1", MountPath: "/a"},
+		{Name: "b", ClaimName: "c1", MountPath: "/b", SubPath: "s", ReadOnly: true},
+		{Name: "c", ClaimName: "c2", MountPath: "/c", ReadOnly: true},
+	}
+	b, err := r.batchSandbox(spec, spec.Image, nil, []string{"c2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := b.Spec.Template.Spec
+	var claims []string
+	for _, v := range ps.Volumes {
+		if pvc := v.PersistentVolumeClaim; pvc != nil {
+			claims = append(claims, fmt.Sprintf("%s=%s ro=%v", v.Name, pvc.ClaimName, pvc.ReadOnly))
+		}
+	}
+	if want := []string{"vol-0=c1 ro=false", "vol-1=c2 ro=true"}; !slices.Equal(claims, want) {
+		t.Errorf("pod volumes %q, want %q (one per claim)", claims, want)
+	}
+	var mounts []string
+	for _, m := range ps.Containers[0].VolumeMounts {
+		mounts = append(mounts, fmt.Sprintf("%s:%s:%s:%v", m.Name, m.MountPath, m.SubPath, m.ReadOnly))
+	}
+	if want := []string{"opensandbox-bin:/opt/opensandbox::false", "vol-0:/a::false", "vol-0:/b:s:true", "vol-1:/c::true"}; !slices.Equal(mounts, want) {
+		t.Errorf("mounts %q, want %q", mounts, want)
+	}
+	if b.Annotations[annManagedVolumes] != "c2" {
+		t.Errorf("managed volumes annotation %q", b.Annotations[annManagedVolumes])
+	}
+	pvc, err := r.claimFor("sbx", runtime.Volume{ClaimName: "c3", DeleteOnTermination: true, StorageClass: "fast", Storage: "5Gi", AccessModes: []string{"ReadWriteMany"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pvc.Labels[labelID] != "sbx" || pvc.Labels[labelCreatedBy] != "sbx" || *pvc.Spec.StorageClassName != "fast" ||
+		pvc.Spec.Resources.Requests.Storage().String() != "5Gi" || pvc.Spec.AccessModes[0] != corev1.ReadWriteMany {
+		t.Errorf("claim %+v", pvc)
+	}
+	for _, bad := range []runtime.Volume{{ClaimName: "x", MountPath: "/x", Storage: "lots"}, {ClaimName: "x", MountPath: "/x", AccessModes: []string{"Sometimes"}}} {
+		s := testSpec()
+		s.Volumes = []runtime.Volume{bad}
+		if err := validate(s); !errors.Is(err, runtime.ErrInvalid) {
+			t.Errorf("volume %+v: %v, want ErrInvalid", bad, err)
+		}
+	}
 }

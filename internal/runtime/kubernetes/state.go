@@ -97,6 +97,11 @@ func podState(p *corev1.Pod) status {
 		}
 		return status{state: sandbox.StateFailed, reason: reason, message: msg}
 	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return status{state: sandbox.StatePending, reason: c.Reason, message: c.Message}
+		}
+	}
 	if w := waiting(p); w != nil {
 		return status{state: sandbox.StatePending, reason: w.Reason, message: w.Message}
 	}

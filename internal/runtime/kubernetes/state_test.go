@@ -55,6 +55,7 @@ func TestStateOf(t *testing.T) {
 		{"no pod yet", observed{bsbx: bs(sandboxv1alpha1.BatchSandboxPhasePending, nil)}, sandbox.StatePending, "PodPending"},
 		{"pulling", observed{bsbx: bs("", nil), pod: waitingPod("ErrImagePull", "no such image")}, sandbox.StatePending, "ErrImagePull"},
 		{"running", observed{bsbx: bs(sandboxv1alpha1.BatchSandboxPhaseSucceed, nil), pod: readyPod()}, sandbox.StateRunning, ""},
+		{"unschedulable", observed{bsbx: bs("", nil), pod: &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes"}}}}}, sandbox.StatePending, "Unschedulable"},
 		{"pod not ready", observed{bsbx: bs(sandboxv1alpha1.BatchSandboxPhasePending, nil), pod: &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning}}}, sandbox.StatePending, "PodNotReady"},
 		{"pod failed", observed{bsbx: bs(sandboxv1alpha1.BatchSandboxPhasePending, nil), pod: failedPod}, sandbox.StateFailed, "PodFailed"},
 		{"batch failed", observed{bsbx: bs(sandboxv1alpha1.BatchSandboxPhaseFailed, nil, metav1.Condition{Type: sandboxv1alpha1.BatchSandboxConditionPodFailed, Reason: "PodFailed", Message: "m"})}, sandbox.StateFailed, "PodFailed"},

@@ -57,13 +57,21 @@ func checkVolumes(spec runtime.Spec) error {
 	return nil
 }
 
-// addVolumes mounts the claims into the pod template's main container.
+// addVolumes mounts the claims into the pod template's main container:
+// one pod volume per claim (the kubelet does not mount two volumes of one
+// claim), read-only when every mount of it is, and a mount per volume.
 func addVolumes(ps *corev1.PodSpec, c *corev1.Container, vols []runtime.Volume) {
-	for i, v := range vols {
-		name := volumeName(i)
-		ps.Volumes = append(ps.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.ClaimName, ReadOnly: v.ReadOnly},
-		}})
+	names := map[string]string{} // claim -> pod volume name
+	for _, v := range vols {
+		name, ok := names[v.ClaimName]
+		if !ok {
+			name = volumeName(len(names))
+			names[v.ClaimName] = name
+			readOnly := !slices.ContainsFunc(vols, func(w runtime.Volume) bool { return w.ClaimName == v.ClaimName && !w.ReadOnly })
+			ps.Volumes = append(ps.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.ClaimName, ReadOnly: readOnly},
+			}})
+		}
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: name, MountPath: v.MountPath, SubPath: v.SubPath, ReadOnly: v.ReadOnly})
 	}
 }
