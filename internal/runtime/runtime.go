@@ -74,6 +74,12 @@ type Spec struct {
 	// ErrInvalid otherwise; a driver without support ignores it, and
 	// execd in the sandbox then reports isolation unavailable.
 	IsolatedExecution bool
+	// PoolRef, when set, allocates the sandbox from a warm pool of that
+	// name ("*": any pool whose template fits) instead of starting a pod
+	// of its own (create extension "poolRef"). The pool's template decides
+	// what runs; Image and Entrypoint are only reported back. Drivers
+	// without pools fail the create with ErrNotSupported.
+	PoolRef string
 }
 
 // Egress configures a sandbox's egress sidecar.
@@ -129,11 +135,12 @@ type Volume struct {
 	CreateIfNotExists   bool
 	DeleteOnTermination bool
 	// StorageClass, Storage (a quantity such as "10Gi") and AccessModes
-	// ("ReadWriteOnce", ...) describe a claim the runtime creates; engines
-	// without such notions (Docker) ignore them.
+	// (comma-separated: "ReadWriteOnce,ReadOnlyMany"; a string so that a
+	// Volume stays comparable) describe a claim the runtime creates;
+	// engines without such notions (Docker) ignore them.
 	StorageClass string
 	Storage      string
-	AccessModes  []string
+	AccessModes  string
 }
 
 // Platform is an operating system and CPU architecture.

@@ -70,7 +70,7 @@ func TestKubernetesRuntimeVolumes(t *testing.T) {
 	spec := runtime.Spec{
 		ID: id, Image: baseImage, Entrypoint: []string{"sleep", "infinity"}, ExecdToken: "tok-" + token(t),
 		Volumes: []runtime.Volume{
-			{Name: "data", ClaimName: keep, MountPath: "/data", CreateIfNotExists: true, StorageClass: class, Storage: "1Mi", AccessModes: []string{"ReadWriteOnce"}},
+			{Name: "data", ClaimName: keep, MountPath: "/data", CreateIfNotExists: true, StorageClass: class, Storage: "1Mi", AccessModes: "ReadWriteOnce"},
 			{Name: "ro", ClaimName: keep, MountPath: "/ro", SubPath: "sub", ReadOnly: true, CreateIfNotExists: true, StorageClass: class, Storage: "1Mi"},
 			{Name: "scratch", ClaimName: scratch, MountPath: "/scratch", CreateIfNotExists: true, DeleteOnTermination: true, StorageClass: class, Storage: "1Mi"},
 		},

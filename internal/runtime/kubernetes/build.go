@@ -40,6 +40,7 @@ const (
 	annSnapshotID = prefix + "snapshot-id"
 	annPlatform   = prefix + "platform"  // JSON of runtime.Platform
 	annResources  = prefix + "resources" // JSON of runtime.Resources
+	annPoolRef    = prefix + "pool-ref"
 
 	// Keys of the Secret ID.
 	keyExecdToken  = "execd-token"
@@ -82,6 +83,16 @@ func validate(spec runtime.Spec) error {
 	}
 	if err := grammar.CheckDNSLabel(spec.ID); err != nil {
 		return fmt.Errorf("kubernetes: create: sandbox id %q cannot name a resource: %w", spec.ID, err)
+	}
+	if spec.PoolRef != "" {
+		if spec.PoolRef != sandboxv1alpha1.PoolRefAny {
+			if err := grammar.CheckDNSSubdomain(spec.PoolRef); err != nil {
+				return fmt.Errorf("kubernetes: sandbox %s: poolRef: %w", spec.ID, err)
+			}
+		}
+		if len(spec.Volumes) > 0 {
+			return fmt.Errorf("kubernetes: sandbox %s: volumes of a pooled sandbox (the pool's template has its own): %w", spec.ID, runtime.ErrNotSupported)
+		}
 	}
 	if err := checkVolumes(spec); err != nil {
 		return err
@@ -168,16 +179,20 @@ func (r *Runtime) batchSandbox(spec runtime.Spec, image string, pullSecrets, man
 		b, _ := json.Marshal(spec.Resources)
 		ann[annResources] = string(b)
 	}
-	tmpl, err := r.podTemplate(spec, image, pullSecrets)
-	if err != nil {
-		return nil, err
-	}
 	b := &sandboxv1alpha1.BatchSandbox{
 		ObjectMeta: metav1.ObjectMeta{Name: spec.ID, Namespace: r.ns, Labels: lbl, Annotations: ann},
-		Spec: sandboxv1alpha1.BatchSandboxSpec{
-			Replicas: ptr.To(int32(1)),
-			Template: tmpl,
-		},
+		Spec:       sandboxv1alpha1.BatchSandboxSpec{Replicas: ptr.To(int32(1))},
+	}
+	if spec.PoolRef != "" {
+		// Pool mode: the operator hands over a warm pod of the pool.
+		b.Spec.PoolRef = spec.PoolRef
+		ann[annPoolRef] = spec.PoolRef
+	} else {
+		tmpl, err := r.podTemplate(spec, image, pullSecrets)
+		if err != nil {
+			return nil, err
+		}
+		b.Spec.Template = tmpl
 	}
 	if spec.ExpiresAt != nil {
 		b.Spec.ExpireTime = &metav1.Time{Time: spec.ExpiresAt.UTC().Truncate(time.Second)}

@@ -254,7 +254,7 @@ func TestVolumes(t *testing.T) {
 	if b.Annotations[annManagedVolumes] != "c2" {
 		t.Errorf("managed volumes annotation %q", b.Annotations[annManagedVolumes])
 	}
-	pvc, err := r.claimFor("sbx", runtime.Volume{ClaimName: "c3", DeleteOnTermination: true, StorageClass: "fast", Storage: "5Gi", AccessModes: []string{"ReadWriteMany"}})
+	pvc, err := r.claimFor("sbx", runtime.Volume{ClaimName: "c3", DeleteOnTermination: true, StorageClass: "fast", Storage: "5Gi", AccessModes: "ReadWriteMany"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +262,7 @@ func TestVolumes(t *testing.T) {
 		pvc.Spec.Resources.Requests.Storage().String() != "5Gi" || pvc.Spec.AccessModes[0] != corev1.ReadWriteMany {
 		t.Errorf("claim %+v", pvc)
 	}
-	for _, bad := range []runtime.Volume{{ClaimName: "x", MountPath: "/x", Storage: "lots"}, {ClaimName: "x", MountPath: "/x", AccessModes: []string{"Sometimes"}}} {
+	for _, bad := range []runtime.Volume{{ClaimName: "x", MountPath: "/x", Storage: "lots"}, {ClaimName: "x", MountPath: "/x", AccessModes: "Sometimes"}} {
 		s := testSpec()
 		s.Volumes = []runtime.Volume{bad}
 		if err := validate(s); !errors.Is(err, runtime.ErrInvalid) {

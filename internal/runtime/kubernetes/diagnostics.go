@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/utils/ptr"
@@ -26,7 +27,9 @@ func (r *Runtime) Logs(ctx context.Context, id string, opts runtime.LogOptions) 
 		return nil, err
 	}
 	if o.pod == nil {
-		return nil, nil
+		if o.pod, err = r.poolPod(ctx, o.bsbx); err != nil || o.pod == nil {
+			return nil, err
+		}
 	}
 	lo := &corev1.PodLogOptions{Container: mainContainer, LimitBytes: ptr.To(int64(maxLogBytes))}
 	if opts.Tail > 0 {
@@ -54,6 +57,11 @@ func (r *Runtime) Inspect(ctx context.Context, id string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.pod == nil {
+		if o.pod, err = r.poolPod(ctx, o.bsbx); err != nil {
+			return nil, err
+		}
+	}
 	b, err := json.Marshal(struct {
 		BatchSandbox *sandboxv1alpha1.BatchSandbox `json:"batchSandbox"`
 		Pod          *corev1.Pod                   `json:"pod"`
@@ -67,11 +75,16 @@ func (r *Runtime) Inspect(ctx context.Context, id string) ([]byte, error) {
 // Events returns the newest limit events of the BatchSandbox and its pod,
 // oldest first.
 func (r *Runtime) Events(ctx context.Context, id string, limit int) ([]runtime.Event, error) {
-	if _, err := r.observe(ctx, id, false); err != nil {
+	o, err := r.observe(ctx, id, false)
+	if err != nil {
 		return nil, err
 	}
+	names := []string{id, podName(id)}
+	if p, err := r.poolPod(ctx, o.bsbx); err == nil && p != nil {
+		names[1] = p.Name
+	}
 	var out []runtime.Event
-	for _, name := range []string{id, podName(id)} {
+	for _, name := range names {
 		list, err := r.cs.CoreV1().Events(r.ns).List(ctx, metav1.ListOptions{
 			FieldSelector: fields.OneTermEqualSelector("involvedObject.name", name).String(),
 		})
@@ -94,4 +107,24 @@ func (r *Runtime) Events(ctx context.Context, id string, limit int) ([]runtime.E
 		out = out[len(out)-limit:]
 	}
 	return out, nil
+}
+
+// poolPod is the pool pod a pooled sandbox holds (read from the API: pool
+// pods are not in the cache), or nil.
+func (r *Runtime) poolPod(ctx context.Context, b *sandboxv1alpha1.BatchSandbox) (*corev1.Pod, error) {
+	if b.Spec.PoolRef == "" {
+		return nil, nil
+	}
+	a, err := sandboxv1alpha1.GetAllocation(b, sandboxv1alpha1.AnnotationAllocStatus)
+	if err != nil || len(a.Pods) == 0 {
+		return nil, nil
+	}
+	p := &corev1.Pod{}
+	if err := r.api.Get(ctx, r.key(a.Pods[0]), p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, apiErr(err, "kubernetes: pod %s of sandbox %s", a.Pods[0], b.Name)
+	}
+	return p, nil
 }

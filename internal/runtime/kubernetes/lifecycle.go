@@ -243,6 +243,9 @@ func (r *Runtime) setPause(ctx context.Context, id string, pause bool, from stri
 			return classErr(runtime.ErrConflict, "kubernetes: %s sandbox %s: it is %s, not %s", verb, id, st.state, from)
 		}
 		b := o.bsbx
+		if b.Spec.PoolRef != "" {
+			return classErr(runtime.ErrNotSupported, "kubernetes: %s sandbox %s: a pooled sandbox cannot be paused", verb, id)
+		}
 		orig := b.DeepCopy()
 		b.Spec.Pause = ptr.To(pause)
 		err = r.cached.Patch(ctx, b, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))

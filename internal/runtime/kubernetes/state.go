@@ -73,6 +73,14 @@ func stateOf(o observed) status {
 		// Asked for, not yet taken up by the operator.
 		return status{state: sandbox.StatePausing, reason: "PauseRequested"}
 	}
+	if b.Spec.PoolRef != "" {
+		// The pool's pod is not ours to watch: the operator reports it.
+		if b.Status.Phase == sandboxv1alpha1.BatchSandboxPhaseSucceed && b.Status.Ready >= 1 {
+			st, _ := cond(sandboxv1alpha1.BatchSandboxConditionReady)
+			return with(st, sandbox.StateRunning)
+		}
+		return status{state: sandbox.StatePending, reason: "Allocating", message: "waiting for a pod of pool " + b.Spec.PoolRef}
+	}
 	return podState(o.pod)
 }
 

@@ -46,7 +46,7 @@ func checkVolumes(spec runtime.Spec) error {
 				return fmt.Errorf("kubernetes: sandbox %s: volume %s: storage %q: %v: %w", spec.ID, v.Name, v.Storage, err, runtime.ErrInvalid)
 			}
 		}
-		for _, m := range v.AccessModes {
+		for _, m := range accessModes(v) {
 			switch corev1.PersistentVolumeAccessMode(m) {
 			case corev1.ReadWriteOnce, corev1.ReadOnlyMany, corev1.ReadWriteMany, corev1.ReadWriteOncePod:
 			default:
@@ -87,9 +87,9 @@ func (r *Runtime) claimFor(id string, v runtime.Volume) (*corev1.PersistentVolum
 		return nil, fmt.Errorf("volume %s: storage %q: %v: %w", v.Name, size, err, runtime.ErrInvalid)
 	}
 	modes := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
-	if len(v.AccessModes) > 0 {
+	if len(accessModes(v)) > 0 {
 		modes = modes[:0]
-		for _, m := range v.AccessModes {
+		for _, m := range accessModes(v) {
 			modes = append(modes, corev1.PersistentVolumeAccessMode(m))
 		}
 	}
@@ -186,4 +186,15 @@ func (r *Runtime) deleteClaims(ctx context.Context, id string, names []string) e
 		}
 		return true, nil
 	})
+}
+
+// accessModes are the access modes a volume asks for.
+func accessModes(v runtime.Volume) []string {
+	var out []string
+	for _, m := range strings.Split(v.AccessModes, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
