@@ -270,3 +270,24 @@ func TestVolumes(t *testing.T) {
 		}
 	}
 }
+
+func TestPooledBatchSandbox(t *testing.T) {
+	r := testRuntime()
+	spec := testSpec()
+	spec.PoolRef = "warm"
+	b, err := r.batchSandbox(spec, spec.Image, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Spec.PoolRef != "warm" || b.Spec.Template != nil || *b.Spec.Replicas != 1 || b.Spec.ExpireTime == nil {
+		t.Errorf("pooled BatchSandbox spec %+v", b.Spec)
+	}
+	spec.Volumes = []runtime.Volume{{Name: "v", ClaimName: "c", MountPath: "/v"}}
+	if err := validate(spec); !errors.Is(err, runtime.ErrNotSupported) {
+		t.Errorf("pooled with volumes: %v, want ErrNotSupported", err)
+	}
+	spec.Volumes, spec.PoolRef = nil, "Not_A_Name"
+	if err := validate(spec); !errors.Is(err, runtime.ErrInvalid) {
+		t.Errorf("bad poolRef: %v, want ErrInvalid", err)
+	}
+}

@@ -64,6 +64,16 @@ func TestStateOf(t *testing.T) {
 		{"paused", observed{bsbx: bs(sandboxv1alpha1.BatchSandboxPhasePaused, ptr.To(true))}, sandbox.StatePaused, ""},
 		{"resume asked", observed{bsbx: bs(sandboxv1alpha1.BatchSandboxPhasePaused, ptr.To(false))}, sandbox.StateResuming, "Resuming"},
 		{"resuming", observed{bsbx: bs(sandboxv1alpha1.BatchSandboxPhaseResuming, ptr.To(false))}, sandbox.StateResuming, ""},
+		{"pool allocating", observed{bsbx: func() *sandboxv1alpha1.BatchSandbox {
+			b := bs(sandboxv1alpha1.BatchSandboxPhasePending, nil)
+			b.Spec.PoolRef = "p"
+			return b
+		}()}, sandbox.StatePending, "Allocating"},
+		{"pool running", observed{bsbx: func() *sandboxv1alpha1.BatchSandbox {
+			b := bs(sandboxv1alpha1.BatchSandboxPhaseSucceed, nil)
+			b.Spec.PoolRef, b.Status.Ready = "p", 1
+			return b
+		}()}, sandbox.StateRunning, ""},
 		{"deleting", observed{bsbx: deleting, pod: readyPod()}, sandbox.StateStopping, "Deleting"},
 	} {
 		st := stateOf(c.o)
