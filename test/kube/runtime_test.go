@@ -25,6 +25,16 @@ import (
 // operator (with the snapshot registry, for pause and snapshots) for the
 // whole suite, a driver per subtest group.
 func TestKubernetesRuntimeConformance(t *testing.T) {
+	runConformance(t, false)
+}
+
+// TestKubernetesRuntimeConformanceNoInformer runs the suite with
+// informer_enabled = false: every read goes to the API server.
+func TestKubernetesRuntimeConformanceNoInformer(t *testing.T) {
+	runConformance(t, true)
+}
+
+func runConformance(t *testing.T, noInformer bool) {
 	c := connect(t)
 	state := os.Getenv("OSB_KUBE_STATE")
 	if state == "" {
@@ -45,11 +55,12 @@ func TestKubernetesRuntimeConformance(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			rt, err := kubernetes.New(ctx, kubernetes.Options{
-				RESTConfig:    c.config,
-				Namespace:     ns,
-				ExecdImage:    pauseExecdImage,
-				CreateTimeout: podTimeout,
-				Logger:        slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+				RESTConfig:      c.config,
+				Namespace:       ns,
+				ExecdImage:      pauseExecdImage,
+				CreateTimeout:   podTimeout,
+				DisableInformer: noInformer,
+				Logger:          slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 			})
 			if err != nil {
 				t.Fatalf("kubernetes.New: %v", err)

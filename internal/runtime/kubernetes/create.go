@@ -164,7 +164,7 @@ func (r *Runtime) waitRunning(ctx context.Context, id, token string) error {
 	defer cancel()
 	var why string
 	var failure error
-	err := poll(wctx, func() (bool, error) {
+	err := pollUpTo(wctx, r.opts.CreatePollInterval, func() (bool, error) {
 		o, err := r.observe(wctx, id, false)
 		if errors.Is(err, runtime.ErrNotFound) {
 			why = "the BatchSandbox is not in the cache yet"

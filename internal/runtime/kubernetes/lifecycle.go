@@ -200,9 +200,15 @@ func (r *Runtime) waitGone(ctx context.Context, id string) error {
 	return nil
 }
 
-// poll calls cond with a growing delay until it holds, fails or ctx ends.
+// poll calls cond with a growing delay (up to 250ms) until it holds,
+// fails or ctx ends.
 func poll(ctx context.Context, cond func() (bool, error)) error {
-	for delay := 10 * time.Millisecond; ; delay = min(2*delay, 250*time.Millisecond) {
+	return pollUpTo(ctx, DefaultCreatePollInterval, cond)
+}
+
+// pollUpTo is poll with delays growing up to most.
+func pollUpTo(ctx context.Context, most time.Duration, cond func() (bool, error)) error {
+	for delay := min(10*time.Millisecond, most); ; delay = min(2*delay, most) {
 		ok, err := cond()
 		if err != nil {
 			return err

@@ -32,10 +32,12 @@ const (
 	DefaultExecdImage      = "opensandbox/execd:latest"
 	DefaultCreateTimeout   = 60 * time.Second
 	DefaultSnapshotTimeout = 900 * time.Second
-	DefaultReadQPS         = 50
-	DefaultReadBurst       = 100
-	DefaultWriteQPS        = 20
-	DefaultWriteBurst      = 40
+	// DefaultCreatePollInterval is the default of Options.CreatePollInterval.
+	DefaultCreatePollInterval = 250 * time.Millisecond
+	DefaultReadQPS            = 50
+	DefaultReadBurst          = 100
+	DefaultWriteQPS           = 20
+	DefaultWriteBurst         = 40
 	// syncTimeout bounds New's wait for the informer cache when ctx has
 	// no deadline of its own.
 	syncTimeout = 2 * time.Minute
@@ -67,6 +69,14 @@ type Options struct {
 	TemplateFile string
 	// CreateTimeout bounds the wait of Create for the pod and execd.
 	CreateTimeout time.Duration
+	// CreatePollInterval is the longest delay between two looks at a
+	// sandbox Create waits for (sandbox_create_poll_interval_seconds); the
+	// looks read the informer cache, so they cost no API request. Default
+	// 250ms.
+	CreatePollInterval time.Duration
+	// DisableInformer reads Get and List (and every wait) from the API
+	// server instead of an informer cache (informer_enabled = false).
+	DisableInformer bool
 	// SnapshotTimeout bounds CommitSnapshot's wait for the snapshot.
 	SnapshotTimeout time.Duration
 	// InformerResync is the informers' resync period; 0 is none.
@@ -94,6 +104,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CreateTimeout <= 0 {
 		o.CreateTimeout = DefaultCreateTimeout
+	}
+	if o.CreatePollInterval <= 0 {
+		o.CreatePollInterval = DefaultCreatePollInterval
 	}
 	if o.SnapshotTimeout <= 0 {
 		o.SnapshotTimeout = DefaultSnapshotTimeout
@@ -180,13 +193,45 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	write := rest.CopyConfig(cfg)
 	write.QPS, write.Burst = opts.WriteQPS, opts.WriteBurst
 
+	api, err := client.New(read, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, apiErr(err, "kubernetes: client of %s", cfg.Host)
+	}
+	cs, err := kubernetes.NewForConfig(read)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: clientset of %s: %w", cfg.Host, err)
+	}
+	r.api, r.cs = api, cs
+	if opts.DisableInformer {
+		// Reads go to the API server (with the read limits), writes too.
+		cl, err := client.New(write, client.Options{Scheme: scheme, Cache: &client.CacheOptions{Reader: api}})
+		if err != nil {
+			return nil, apiErr(err, "kubernetes: client of %s", cfg.Host)
+		}
+		r.cached = cl
+		r.stop, r.stopped = func() {}, make(chan struct{})
+		close(r.stopped)
+		r.log.Info("kubernetes runtime ready (no informer cache)", "host", cfg.Host)
+		return r, nil
+	}
+	if err := r.startCache(ctx, read, write, scheme); err != nil {
+		return nil, err
+	}
+	r.log.Info("kubernetes runtime ready", "host", cfg.Host)
+	return r, nil
+}
+
+// startCache starts the informer cache of the namespace and waits (bounded
+// by ctx and syncTimeout) until it has synced.
+func (r *Runtime) startCache(ctx context.Context, read, write *rest.Config, scheme *apiruntime.Scheme) error {
+	opts, ns := r.opts, r.ns
 	ours, err := hasLabel(labelID)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	snaps, err := hasLabel(labelSnapshotID)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var resync *time.Duration
 	if opts.InformerResync > 0 {
@@ -204,27 +249,18 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		},
 	})
 	if err != nil {
-		return nil, apiErr(err, "kubernetes: informer cache")
+		return apiErr(err, "kubernetes: informer cache")
 	}
 	cl, err := client.New(write, client.Options{Scheme: scheme, Cache: &client.CacheOptions{Reader: c}})
 	if err != nil {
-		return nil, apiErr(err, "kubernetes: client of %s", cfg.Host)
+		return apiErr(err, "kubernetes: client of %s", write.Host)
 	}
-	api, err := client.New(read, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, apiErr(err, "kubernetes: client of %s", cfg.Host)
-	}
-	cs, err := kubernetes.NewForConfig(read)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes: clientset of %s: %w", cfg.Host, err)
-	}
-	r.cache, r.cached, r.api, r.cs = c, cl, api, cs
-
+	r.cache, r.cached = c, cl
 	// The informers get one object of each kind so that they exist (and
 	// are waited for) before the first Get.
 	for _, obj := range []client.Object{&sandboxv1alpha1.BatchSandbox{}, &corev1.Pod{}, &corev1.Secret{}, &sandboxv1alpha1.SandboxSnapshot{}} {
 		if _, err := c.GetInformer(ctx, obj); err != nil {
-			return nil, apiErr(err, "kubernetes: informer of %T", obj)
+			return apiErr(err, "kubernetes: informer of %T", obj)
 		}
 	}
 	cctx, cancel := context.WithCancel(context.Background())
@@ -240,13 +276,12 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		r.Close()
 		select {
 		case err := <-errc:
-			return nil, apiErr(err, "kubernetes: informer cache of namespace %s", ns)
+			return apiErr(err, "kubernetes: informer cache of namespace %s", ns)
 		default:
 		}
-		return nil, fmt.Errorf("kubernetes: informer cache of namespace %s did not sync (%v): %w", ns, sctx.Err(), runtime.ErrUnavailable)
+		return fmt.Errorf("kubernetes: informer cache of namespace %s did not sync (%v): %w", ns, sctx.Err(), runtime.ErrUnavailable)
 	}
-	r.log.Info("kubernetes runtime ready", "host", cfg.Host)
-	return r, nil
+	return nil
 }
 
 // Run returns when ctx ends, after the informers have stopped.
