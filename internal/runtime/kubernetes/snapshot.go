@@ -13,6 +13,7 @@ import (
 	"github.com/opensandbox-go/opensandbox/internal/grammar"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
 // CommitSnapshot makes the SandboxSnapshot snapshotID of sandbox sandboxID
@@ -25,8 +26,14 @@ func (r *Runtime) CommitSnapshot(ctx context.Context, sandboxID, snapshotID stri
 	if err := grammar.CheckDNSSubdomain(snapshotID); err != nil {
 		return fmt.Errorf("kubernetes: snapshot id %q cannot name a resource: %w", snapshotID, err)
 	}
-	if _, err := r.observe(ctx, sandboxID, false); err != nil {
+	o, err := r.observe(ctx, sandboxID, false)
+	if err != nil {
 		return err
+	}
+	// The operator commits a running pod; anything else would only wait
+	// out SnapshotTimeout.
+	if st := stateOf(o); st.state != sandbox.StateRunning {
+		return classErr(runtime.ErrConflict, "kubernetes: snapshot of sandbox %s: it is %s, not Running", sandboxID, st.state)
 	}
 	start := time.Now()
 	snap := &sandboxv1alpha1.SandboxSnapshot{
@@ -41,7 +48,7 @@ func (r *Runtime) CommitSnapshot(ctx context.Context, sandboxID, snapshotID stri
 	wctx, cancel := context.WithTimeout(ctx, r.opts.SnapshotTimeout)
 	defer cancel()
 	var why string
-	err := poll(wctx, func() (bool, error) {
+	err = poll(wctx, func() (bool, error) {
 		s := &sandboxv1alpha1.SandboxSnapshot{}
 		if err := r.cached.Get(wctx, r.key(snapshotID), s); err != nil {
 			return false, ignoreNotFound(err)
