@@ -74,6 +74,12 @@ type Spec struct {
 	// ErrInvalid otherwise; a driver without support ignores it, and
 	// execd in the sandbox then reports isolation unavailable.
 	IsolatedExecution bool
+	// PoolRef, when set, allocates the sandbox from a warm pool of that
+	// name ("*": any pool whose template fits) instead of starting a pod
+	// of its own (create extension "poolRef"). The pool's template decides
+	// what runs; Image and Entrypoint are only reported back. Drivers
+	// without pools fail the create with ErrNotSupported.
+	PoolRef string
 }
 
 // Egress configures a sandbox's egress sidecar.
@@ -128,6 +134,13 @@ type Volume struct {
 	// removes a volume the runtime created when the sandbox is deleted.
 	CreateIfNotExists   bool
 	DeleteOnTermination bool
+	// StorageClass, Storage (a quantity such as "10Gi") and AccessModes
+	// (comma-separated: "ReadWriteOnce,ReadOnlyMany"; a string so that a
+	// Volume stays comparable) describe a claim the runtime creates;
+	// engines without such notions (Docker) ignore them.
+	StorageClass string
+	Storage      string
+	AccessModes  string
 }
 
 // Platform is an operating system and CPU architecture.
@@ -227,6 +240,15 @@ type SandboxNetworks interface {
 // failures are the runtime's to log.
 type Sweeper interface {
 	Sweep(ctx context.Context)
+}
+
+// Renewer is implemented by runtimes whose engine enforces the expiry
+// itself (Kubernetes: the BatchSandbox's expireTime), so that a renewal
+// must reach the engine: Renew moves sandbox id's expiry to at, and Get
+// reports it from then on. ErrNotFound when there is no such sandbox,
+// ErrConflict when it was created without expiry.
+type Renewer interface {
+	Renew(ctx context.Context, id string, at time.Time) error
 }
 
 // Runner is implemented by runtimes with background work of their own (the

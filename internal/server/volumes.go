@@ -67,6 +67,7 @@ func (s *Server) checkVolumes(vols []sandbox.Volume) ([]runtime.Volume, error) {
 			rv.ClaimName = v.PVC.ClaimName
 			rv.CreateIfNotExists = v.PVC.CreateIfNotExists == nil || *v.PVC.CreateIfNotExists
 			rv.DeleteOnTermination = v.PVC.DeleteOnSandboxTermination
+			rv.StorageClass, rv.Storage, rv.AccessModes = v.PVC.StorageClass, v.PVC.Storage, strings.Join(v.PVC.AccessModes, ",")
 		default:
 			return nil, notSupported("%s.ossfs: object-storage volumes are not available on this server", field)
 		}

@@ -206,6 +206,8 @@ func validate(spec runtime.Spec) error {
 	switch {
 	case spec.ID == "":
 		return fmt.Errorf("docker: create: empty sandbox id: %w", runtime.ErrInvalid)
+	case spec.PoolRef != "":
+		return fmt.Errorf("docker: sandbox %s: pools (extensions.poolRef): %w", spec.ID, runtime.ErrNotSupported)
 	case strings.ContainsAny(spec.ID, "/ \t\n") || !validName(containerName(spec.ID)):
 		return fmt.Errorf("docker: create: sandbox id %q cannot name a container: %w", spec.ID, runtime.ErrInvalid)
 	case len(spec.Entrypoint) == 0 || spec.Entrypoint[0] == "":

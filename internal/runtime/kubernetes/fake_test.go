@@ -1,0 +1,66 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/opensandbox-go/opensandbox/internal/runtime"
+	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
+)
+
+// fakeRuntime is a Runtime on controller-runtime's fake client (no
+// informers, no operator): for the decisions made before any wait.
+func fakeRuntime(t *testing.T, objs ...client.Object) *Runtime {
+	t.Helper()
+	scheme, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	return &Runtime{opts: Options{}.withDefaults(), ns: "ns", cached: cl, api: cl, log: slog.New(slog.DiscardHandler)}
+}
+
+func pausedBatch(id string) *sandboxv1alpha1.BatchSandbox {
+	b := &sandboxv1alpha1.BatchSandbox{ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: "ns", Labels: map[string]string{labelID: id},
+		Annotations: map[string]string{annEntrypoint: `["sleep","1"]`}}}
+	b.Spec.Pause = ptr.To(true)
+	b.Status.Phase = sandboxv1alpha1.BatchSandboxPhasePaused
+	return b
+}
+
+func TestDecisionsOnState(t *testing.T) {
+	ctx := context.Background()
+	r := fakeRuntime(t, pausedBatch("p"),
+		&sandboxv1alpha1.BatchSandbox{ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: "ns"}})
+	if err := r.CommitSnapshot(ctx, "p", "snap"); !errors.Is(err, runtime.ErrConflict) {
+		t.Errorf("CommitSnapshot of a paused sandbox: %v, want ErrConflict", err)
+	}
+	if err := r.Pause(ctx, "p"); !errors.Is(err, runtime.ErrConflict) {
+		t.Errorf("Pause of a paused sandbox: %v, want ErrConflict", err)
+	}
+	if _, err := r.Address(ctx, "p", 44772); !errors.Is(err, runtime.ErrConflict) {
+		t.Errorf("Address of a paused sandbox: %v, want ErrConflict", err)
+	}
+	// A BatchSandbox without our label is not a sandbox of this runtime.
+	if _, err := r.Get(ctx, "foreign"); !errors.Is(err, runtime.ErrNotFound) {
+		t.Errorf("Get of a foreign BatchSandbox: %v, want ErrNotFound", err)
+	}
+	if err := r.Delete(ctx, "foreign"); !errors.Is(err, runtime.ErrNotFound) {
+		t.Errorf("Delete of a foreign BatchSandbox: %v, want ErrNotFound", err)
+	}
+	if err := r.Renew(ctx, "p", time.Now().Add(time.Hour)); !errors.Is(err, runtime.ErrConflict) {
+		t.Errorf("Renew of a sandbox without expiry: %v, want ErrConflict", err)
+	}
+	list, err := r.List(ctx)
+	if err != nil || len(list) != 1 || list[0].ID != "p" {
+		t.Errorf("List: %+v %v, want only p", list, err)
+	}
+}
