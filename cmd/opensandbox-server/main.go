@@ -139,25 +139,36 @@ func serve(ctx context.Context, cfg serverconfig.Config, logger *slog.Logger) er
 	if cfg.Server.APIKey == "" {
 		logger.Warn("running without an API key: anyone who reaches the server controls its sandboxes")
 	}
+	var (
+		rt      runtime.Runtime
+		srvSt   server.Store
+		stPath  string
+		release func()
+		err     error
+	)
 	if cfg.Runtime.Type == serverconfig.RuntimeKubernetes {
-		// The kubernetes driver is wired in by the next commits.
-		return fmt.Errorf("runtime.type = %q: this build of the server cannot run it yet", cfg.Runtime.Type)
+		rt, srvSt, release, err = newKubernetesRuntime(ctx, cfg, logger)
+		if err != nil {
+			return err
+		}
+		stPath = "cluster"
+	} else {
+		st, err := store.Open(store.Options{Path: cfg.Store.Path})
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		instance, err := instanceID(ctx, cfg, st)
+		if err != nil {
+			return err
+		}
+		rt, release, err = newDockerRuntime(ctx, cfg, instance, logger)
+		if err != nil {
+			return err
+		}
+		srvSt, stPath = serverStore{st}, st.Path()
 	}
-	st, err := store.Open(store.Options{Path: cfg.Store.Path})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-
-	instance, err := instanceID(ctx, cfg, st)
-	if err != nil {
-		return err
-	}
-	rt, closeRuntime, err := newDockerRuntime(ctx, cfg, instance, logger)
-	if err != nil {
-		return err
-	}
-	defer closeRuntime()
+	defer release()
 
 	diskLimit, err := defaultDiskLimit(ctx, cfg.Storage.DefaultDiskLimit, rt, logger)
 	if err != nil {
@@ -170,7 +181,7 @@ func serve(ctx context.Context, cfg serverconfig.Config, logger *slog.Logger) er
 	}
 	srv, err := server.New(server.Config{
 		Runtime:          rt,
-		Store:            serverStore{st},
+		Store:            srvSt,
 		APIKey:           cfg.Server.APIKey,
 		OpenProxy:        !cfg.Server.ProxyRequiresAPIKey,
 		PublicHost:       cfg.Server.EIP,
@@ -198,7 +209,7 @@ func serve(ctx context.Context, cfg serverconfig.Config, logger *slog.Logger) er
 	}
 	hs := server.NewHTTPServer(srv.Handler(), ln.Addr().String())
 	logger.Info("opensandbox-server listening", "addr", cfg.Server.Addr(),
-		"config", cfg.Path, "store", st.Path(), "auth", cfg.Server.APIKey != "")
+		"config", cfg.Path, "store", stPath, "auth", cfg.Server.APIKey != "")
 	return runUntilDone(ctx, srv, hs, ln, logger)
 }
 

@@ -242,15 +242,6 @@ type Sweeper interface {
 	Sweep(ctx context.Context)
 }
 
-// Renewer is implemented by runtimes whose engine enforces the expiry
-// itself (Kubernetes: the BatchSandbox's expireTime), so that a renewal
-// must reach the engine: Renew moves sandbox id's expiry to at, and Get
-// reports it from then on. ErrNotFound when there is no such sandbox,
-// ErrConflict when it was created without expiry.
-type Renewer interface {
-	Renew(ctx context.Context, id string, at time.Time) error
-}
-
 // Runner is implemented by runtimes with background work of their own (the
 // Docker driver keeps network namespaces ready ahead of creates). The
 // server calls Run once; it returns when ctx ends, after that work has

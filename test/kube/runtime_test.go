@@ -200,33 +200,6 @@ func TestKubernetesRuntimeFailedCreate(t *testing.T) {
 		t.Errorf("Get after the failed create: %v, want ErrNotFound", err)
 	}
 
-	// Renewal reaches the BatchSandbox's expireTime, which the operator
-	// enforces.
-	spec.Image = baseImage
-	exp := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
-	spec.ExpiresAt = &exp
-	if _, err := rt.Create(ctx, spec); err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	later := exp.Add(time.Hour)
-	if err := rt.Renew(ctx, id, later); err != nil {
-		t.Fatalf("Renew: %v", err)
-	}
-	if got, err := rt.Get(ctx, id); err != nil || got.ExpiresAt == nil || !got.ExpiresAt.Equal(later) {
-		t.Errorf("Get after Renew: expires %v (%v), want %v", got.ExpiresAt, err, later)
-	}
-	var b sandboxv1alpha1.BatchSandbox
-	if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: id}, &b); err != nil || b.Spec.ExpireTime == nil || !b.Spec.ExpireTime.Time.Equal(later) {
-		t.Errorf("BatchSandbox expireTime after Renew: %v (%v), want %v", b.Spec.ExpireTime, err, later)
-	}
-	if err := rt.Delete(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.Renew(ctx, id, later); !errors.Is(err, runtime.ErrNotFound) {
-		t.Errorf("Renew of a deleted sandbox: %v, want ErrNotFound", err)
-	}
-	spec.ExpiresAt = nil
-
 	spec.Metadata = map[string]string{"not a key": "v"}
 	if _, err := rt.Create(ctx, spec); !errors.Is(err, runtime.ErrInvalid) || !strings.Contains(err.Error(), "not a key") {
 		t.Errorf("Create with a bad metadata key: %v, want ErrInvalid naming the key", err)

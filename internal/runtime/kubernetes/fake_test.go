@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -55,9 +54,6 @@ func TestDecisionsOnState(t *testing.T) {
 	}
 	if err := r.Delete(ctx, "foreign"); !errors.Is(err, runtime.ErrNotFound) {
 		t.Errorf("Delete of a foreign BatchSandbox: %v, want ErrNotFound", err)
-	}
-	if err := r.Renew(ctx, "p", time.Now().Add(time.Hour)); !errors.Is(err, runtime.ErrConflict) {
-		t.Errorf("Renew of a sandbox without expiry: %v, want ErrConflict", err)
 	}
 	list, err := r.List(ctx)
 	if err != nil || len(list) != 1 || list[0].ID != "p" {

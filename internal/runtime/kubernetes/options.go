@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 
+	"github.com/opensandbox-go/opensandbox/internal/kubepool"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
 )
@@ -82,7 +83,8 @@ type Options struct {
 	// InformerResync is the informers' resync period; 0 is none.
 	InformerResync time.Duration
 	// ReadQPS/ReadBurst limit the reads (informers, logs, events),
-	// WriteQPS/WriteBurst the writes to the API server.
+	// WriteQPS/WriteBurst the writes to the API server; a QPS of 0 is
+	// the default, a negative one no limit.
 	ReadQPS    float32
 	ReadBurst  int
 	WriteQPS   float32
@@ -111,13 +113,13 @@ func (o Options) withDefaults() Options {
 	if o.SnapshotTimeout <= 0 {
 		o.SnapshotTimeout = DefaultSnapshotTimeout
 	}
-	if o.ReadQPS <= 0 {
+	if o.ReadQPS == 0 {
 		o.ReadQPS = DefaultReadQPS
 	}
 	if o.ReadBurst <= 0 {
 		o.ReadBurst = DefaultReadBurst
 	}
-	if o.WriteQPS <= 0 {
+	if o.WriteQPS == 0 {
 		o.WriteQPS = DefaultWriteQPS
 	}
 	if o.WriteBurst <= 0 {
@@ -137,7 +139,11 @@ type Runtime struct {
 	// base is the pod template of TemplateFile (empty without one).
 	base corev1.PodTemplateSpec
 
+	// Pools serves the lifecycle API's /pools on the namespace's Pools.
+	*kubepool.Pools
+
 	cache  cache.Cache
+	direct client.Client        // reads from and writes to the API server
 	cached client.Client        // reads from the cache, writes to the API
 	api    client.Reader        // reads from the API server
 	cs     kubernetes.Interface // logs and events
@@ -201,7 +207,12 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: clientset of %s: %w", cfg.Host, err)
 	}
-	r.api, r.cs = api, cs
+	direct, err := client.New(write, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, apiErr(err, "kubernetes: client of %s", cfg.Host)
+	}
+	r.api, r.cs, r.direct = api, cs, direct
+	r.Pools = kubepool.New(direct, ns)
 	if opts.DisableInformer {
 		// Reads go to the API server (with the read limits), writes too.
 		cl, err := client.New(write, client.Options{Scheme: scheme, Cache: &client.CacheOptions{Reader: api}})
@@ -283,6 +294,18 @@ func (r *Runtime) startCache(ctx context.Context, read, write *rest.Config, sche
 	}
 	return nil
 }
+
+// Namespace is where the driver's sandboxes live.
+func (r *Runtime) Namespace() string { return r.ns }
+
+// Reader reads the driver's objects (BatchSandboxes, pods and Secrets
+// labelled as sandboxes', SandboxSnapshots) as Get and List see them:
+// from the informer cache, or the API server without one.
+func (r *Runtime) Reader() client.Reader { return r.cached }
+
+// APIClient reads from and writes to the API server directly, with the
+// write limits; for objects the cache does not hold.
+func (r *Runtime) APIClient() client.Client { return r.direct }
 
 // Run returns when ctx ends, after the informers have stopped.
 func (r *Runtime) Run(ctx context.Context) {
