@@ -4,7 +4,7 @@
 //
 //	helmcheck lint [-f values.yaml] [--set k=v] CHART
 //	helmcheck template [--name R] [--namespace NS] [-f ...] [--set ...] CHART
-//	helmcheck install --kubeconfig K --namespace NS --name R [--timeout 5m] [-f ...] [--set ...] CHART
+//	helmcheck install --kubeconfig K --namespace NS --name R [--timeout 5m] [--wait=false] [-f ...] [--set ...] CHART
 //	helmcheck uninstall --kubeconfig K --namespace NS --name R [--timeout 5m]
 //
 // It is a module of its own (tools/helmcheck/go.mod): Helm v4 needs the
@@ -51,6 +51,7 @@ func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 type options struct {
 	kubeconfig, namespace, name string
 	timeout                     time.Duration
+	wait                        bool
 	files, sets                 multi
 }
 
@@ -65,6 +66,7 @@ func run(args []string, out io.Writer) error {
 	fs.StringVar(&o.namespace, "namespace", "default", "release namespace")
 	fs.StringVar(&o.name, "name", "opensandbox", "release name")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long install and uninstall may wait for the release's resources")
+	fs.BoolVar(&o.wait, "wait", true, "install: wait until the release's resources are ready")
 	fs.Var(&o.files, "f", "values file (repeatable)")
 	fs.Var(&o.sets, "set", "value key=val (repeatable)")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -189,7 +191,8 @@ func config(o options) (*action.Configuration, error) {
 }
 
 // install is `helm install --wait`: it returns when every Deployment of
-// the release is available, or fails at the timeout.
+// the release is available, or fails at the timeout; with --wait=false it
+// returns once the objects are created (the caller watches them).
 func install(chart string, o options, vals map[string]any, out io.Writer) error {
 	cfg, err := config(o)
 	if err != nil {
@@ -204,6 +207,9 @@ func install(chart string, o options, vals map[string]any, out io.Writer) error 
 	in.Namespace = o.namespace
 	in.Timeout = o.timeout
 	in.WaitStrategy = kube.StatusWatcherStrategy
+	if !o.wait {
+		in.WaitStrategy = kube.HookOnlyStrategy
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout+time.Minute)
 	defer cancel()
 	rel, err := in.RunWithContext(ctx, ch, vals)
