@@ -105,7 +105,7 @@ func TestHelmInstall(t *testing.T) {
 	}
 
 	c.helm(t, "uninstall", "--namespace", ns, "--name", release)
-	c.assertReleaseGone(ctx, t, ns, release, prefix)
+	c.assertReleaseGone(t, ns, release, prefix)
 }
 
 // driveServer talks to the chart's server through its pod IP: /health, the
@@ -258,8 +258,10 @@ func (c *cluster) podsReport(ns, component string) string {
 // release: its namespaced objects (by the instance label), Helm's release
 // records, the cluster-wide RBAC, and the pods (which go with their
 // Deployments a little later).
-func (c *cluster) assertReleaseGone(ctx context.Context, t *testing.T, ns, release, prefix string) {
+func (c *cluster) assertReleaseGone(t *testing.T, ns, release, prefix string) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), podTimeout)
+	defer cancel()
 	instance := metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release}
 	core, apps, rbac := c.client.CoreV1(), c.client.AppsV1(), c.client.RbacV1()
 	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
@@ -272,6 +274,8 @@ func (c *cluster) assertReleaseGone(ctx context.Context, t *testing.T, ns, relea
 	if err != nil {
 		t.Errorf("pods of the release still there after uninstall: %v", err)
 	}
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	left := map[string]int{}
 	helmRecords := metav1.ListOptions{LabelSelector: "owner=helm,name=" + release}
 	for kind, list := range map[string]func() (int, error){
