@@ -226,6 +226,9 @@ func (c *cluster) serverCrashed(ctx context.Context, ns string) string {
 			logs, _ := c.client.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{
 				Container: st.Name, Previous: st.State.Terminated == nil, TailLines: ptr(int64(40)),
 			}).Do(ctx).Raw()
+			if len(logs) == 0 {
+				continue // the kubelet has not kept them yet: look again
+			}
 			msg := fmt.Sprintf("server container of %s exited (code %d, %s):\n%s", p.Name, term.ExitCode, term.Reason, logs)
 			if strings.Contains(string(logs), "kubernetes") && strings.Contains(string(logs), "not supported") {
 				msg = "the server refuses runtime.type = \"kubernetes\": the chart needs the server's kubernetes runtime (issue 13)\n" + msg
