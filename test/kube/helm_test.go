@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -32,13 +30,15 @@ var (
 )
 
 // helmcheck builds tools/helmcheck (Helm's Go module; a module of its own,
-// see its doc) once per test binary.
+// see its doc) into bin/ once per test binary.
 func helmcheck(t *testing.T) string {
 	t.Helper()
 	helmcheckOnce.Do(func() {
 		dir := openapitest.RepoPath("tools/helmcheck")
-		helmcheckBin = filepath.Join(os.TempDir(), fmt.Sprintf("helmcheck-kube-e2e-%d", os.Getpid()))
-		cmd := exec.Command("go", "build", "-o", helmcheckBin, ".")
+		// bin/helmcheck, as make helmcheck builds it (go's cache makes a
+		// rebuild quick; a temporary file would be left behind).
+		helmcheckBin = openapitest.RepoPath("bin/helmcheck")
+		cmd := exec.Command("go", "build", "-buildvcs=false", "-o", helmcheckBin, ".")
 		cmd.Dir = dir
 		if out, err := cmd.CombinedOutput(); err != nil {
 			helmcheckErr = fmt.Errorf("go build tools/helmcheck: %w\n%s", err, out)

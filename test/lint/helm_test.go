@@ -37,7 +37,7 @@ var (
 )
 
 // helmcheck builds tools/helmcheck (Helm as a library, a module of its
-// own) once per test binary and returns its path.
+// own) into bin/ once per test binary and returns its path.
 func helmcheck(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
@@ -45,13 +45,10 @@ func helmcheck(t *testing.T) string {
 	}
 	root := repoRoot(t)
 	helmcheckOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "helmcheck-")
-		if err != nil {
-			helmcheckErr = err
-			return
-		}
-		helmcheckPath = filepath.Join(dir, "helmcheck")
-		cmd := exec.Command("go", "build", "-o", helmcheckPath, ".")
+		// bin/helmcheck, as make helmcheck builds it (go's cache makes a
+		// rebuild quick; a temporary file would be left behind).
+		helmcheckPath = filepath.Join(root, "bin", "helmcheck")
+		cmd := exec.Command("go", "build", "-buildvcs=false", "-o", helmcheckPath, ".")
 		cmd.Dir = filepath.Join(root, "tools/helmcheck")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			helmcheckErr = fmt.Errorf("go build tools/helmcheck: %w\n%s", err, out)
