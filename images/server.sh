@@ -110,7 +110,7 @@ printf 'root:x:0:\nnogroup:x:65534:\n' >"$tmp/etc/group"
 # The health check asks /health on OPENSANDBOX_HEALTH_URL (default the
 # default port on loopback); -Y off: never through a proxy.
 # shellcheck disable=SC2016 # expanded by the image's shell
-health='exec /bin/busybox wget -q -Y off -T 3 -O /dev/null "${OPENSANDBOX_HEALTH_URL:-http://127.0.0.1:8080/health}"'
+health='exec /bin/busybox wget -q -Y off -O /dev/null "${OPENSANDBOX_HEALTH_URL:-http://127.0.0.1:8080/health}"'
 tar -C "$tmp" --numeric-owner --owner=0 --group=0 -cf - . |
 	docker import \
 		--change 'ENV PATH=/usr/local/bin:/usr/bin:/bin' \

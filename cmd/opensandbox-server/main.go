@@ -139,6 +139,10 @@ func serve(ctx context.Context, cfg serverconfig.Config, logger *slog.Logger) er
 	if cfg.Server.APIKey == "" {
 		logger.Warn("running without an API key: anyone who reaches the server controls its sandboxes")
 	}
+	if cfg.Runtime.Type == serverconfig.RuntimeKubernetes {
+		// The kubernetes driver is wired in by the next commits.
+		return fmt.Errorf("runtime.type = %q: this build of the server cannot run it yet", cfg.Runtime.Type)
+	}
 	st, err := store.Open(store.Options{Path: cfg.Store.Path})
 	if err != nil {
 		return err

@@ -67,7 +67,7 @@ func TestInitConfig(t *testing.T) {
 		t.Fatalf("run(init-config --force) = %d, %v; want 0, nil", code, err)
 	}
 	data, _ := os.ReadFile(path)
-	if !strings.Contains(string(data), "Kubernetes support is coming") {
+	if !strings.Contains(string(data), "\n[kubernetes]\n") {
 		t.Errorf("init-config --example k8s wrote no Kubernetes example:\n%s", data)
 	}
 	if cfg, _, err := serverconfig.Load("", env); err != nil || cfg.Server.APIKey == firstKey {
@@ -142,7 +142,7 @@ func TestInitConfigFlagsAnywhere(t *testing.T) {
 			t.Errorf("%s: run(%q) wrote no %s: %v", tt.name, args, tt.file, err)
 			continue
 		}
-		if got := strings.Contains(string(data), "Kubernetes support is coming"); got != tt.k8s {
+		if got := strings.Contains(string(data), "\n[kubernetes]\n"); got != tt.k8s {
 			t.Errorf("%s: run(%q) wrote the k8s example = %v, want %v", tt.name, args, got, tt.k8s)
 		}
 	}

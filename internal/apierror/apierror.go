@@ -67,6 +67,12 @@ const (
 	CodeHostPathNotAllowed    = "HOST_PATH_NOT_ALLOWED"
 	CodeVolumeNotFound        = "VOLUME_NOT_FOUND"
 	CodeRuntimeUnavailable    = "RUNTIME_UNAVAILABLE"
+
+	// Pool codes: upstream's KUBERNETES::POOL_* without the prefix.
+	CodePoolNotFound      = "POOL_NOT_FOUND"
+	CodePoolAlreadyExists = "POOL_ALREADY_EXISTS"
+	CodePoolAPIError      = "POOL_API_ERROR"
+	CodePoolNotSupported  = "POOL_NOT_SUPPORTED"
 )
 
 // Error is an API error. Message reaches the client; Cause is only logged.
@@ -114,7 +120,8 @@ func Write(w http.ResponseWriter, r *http.Request, err error) {
 		e = &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error", Cause: err}
 	}
 	level := slog.LevelDebug
-	if e.Status >= 500 {
+	// 501 says what the server does not offer, not that it failed.
+	if e.Status >= 500 && e.Status != http.StatusNotImplemented {
 		level = slog.LevelWarn
 	}
 	{

@@ -32,6 +32,8 @@ var lifecycleOps = map[string][]string{
 	"/v1/metrics/events":                            {"POST"},
 	"/v1/metrics":                                   {"GET"},
 	"/v1/snapshots/{snapshotId}":                    {"GET", "DELETE"},
+	"/v1/pools":                                     {"GET", "POST"},
+	"/v1/pools/{poolName}":                          {"GET", "PUT", "DELETE"},
 	"/v1/sandboxes/{sandboxId}/diagnostics/logs":    {"GET"},
 	"/v1/sandboxes/{sandboxId}/diagnostics/events":  {"GET"},
 	"/v1/sandboxes/{sandboxId}/diagnostics/inspect": {"GET"},
@@ -162,6 +164,13 @@ func TestLifecycleDocumentMatchesWireTypes(t *testing.T) {
 	}
 	snap := sandbox.Snapshot{ID: "snap-1", SandboxID: full.ID, Status: sandbox.SnapshotStatus{State: sandbox.SnapshotCreating}, CreatedAt: now}
 	page := sandbox.PaginationInfo{Page: 1, PageSize: 20, TotalItems: 2, TotalPages: 1}
+	pool := map[string]any{
+		"name":         "warm",
+		"template":     map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "sandbox", "image": "busybox"}}}},
+		"capacitySpec": map[string]int{"bufferMax": 3, "bufferMin": 1, "poolMax": 5, "poolMin": 0},
+		"status":       map[string]any{"total": 2, "allocated": 1, "available": 1, "revision": "abc"},
+		"createdAt":    now,
+	}
 
 	type exchange struct {
 		name, method, path string
@@ -194,6 +203,18 @@ func TestLifecycleDocumentMatchesWireTypes(t *testing.T) {
 			body: map[string]string{"code": "MISSING_API_KEY", "message": "missing header"}},
 		{name: "error without message", method: "GET", path: "/v1/sandboxes/nope", status: 404,
 			body: map[string]string{"code": "SANDBOX_NOT_FOUND"}, want: []string{"message"}},
+		{name: "pool", method: "GET", path: "/v1/pools/warm", status: 200, body: pool},
+		{name: "pool created", method: "POST", path: "/v1/pools", status: 201, body: pool},
+		{name: "pools", method: "GET", path: "/v1/pools", status: 200, body: map[string]any{"items": []any{pool}}},
+		{name: "pool capacity", method: "PUT", path: "/v1/pools/warm", status: 200, body: pool},
+		{name: "pool deleted", method: "DELETE", path: "/v1/pools/warm", status: 204},
+		{name: "pools not supported", method: "GET", path: "/v1/pools", status: 501,
+			body: map[string]string{"code": "POOL_NOT_SUPPORTED", "message": "no pools"}},
+		{name: "pool without status", method: "GET", path: "/v1/pools/warm", status: 200,
+			body: map[string]any{"name": "warm", "capacitySpec": pool["capacitySpec"], "createdAt": now}, want: []string{"status"}},
+		{name: "pool with a negative capacity", method: "GET", path: "/v1/pools/warm", status: 200,
+			body: map[string]any{"name": "warm", "capacitySpec": map[string]int{"bufferMax": -1, "bufferMin": 0, "poolMax": 1, "poolMin": 0},
+				"status": pool["status"], "createdAt": now}, want: []string{"bufferMax"}},
 		{name: "health", method: "GET", path: "/health", status: 200, body: map[string]string{"status": "healthy"}},
 		{name: "missing request id", method: "GET", path: "/v1/sandboxes/s-2", status: 200, body: minimal,
 			noRequestID: true, want: []string{sandbox.RequestIDHeader}},

@@ -111,4 +111,14 @@ func TestContract(t *testing.T) {
 	call(204, "DELETE", "/v1/snapshots/"+snap.ID, "")
 	call(204, "DELETE", "/v1/sandboxes/"+id, "")
 	call(404, "DELETE", "/v1/sandboxes/"+id, "")
+
+	// The stub runtime has no pools: every pool route is 501 (the
+	// kubernetes flow is TestPoolsKubernetes).
+	capacity := `{"bufferMax":2,"bufferMin":1,"poolMax":4,"poolMin":0}`
+	call(501, "POST", "/v1/pools", `{"name":"p","template":{"spec":{"containers":[{"name":"c","image":"busybox"}]}},"capacitySpec":`+capacity+`}`)
+	call(501, "GET", "/v1/pools", "")
+	call(501, "GET", "/v1/pools/p", "")
+	call(501, "PUT", "/v1/pools/p", `{"capacitySpec":`+capacity+`}`)
+	call(501, "DELETE", "/v1/pools/p", "")
+	call(401, "GET", "/v1/pools", "", true)
 }

@@ -170,6 +170,8 @@ func getURL(t *testing.T, method, url, body string, headers map[string]string) (
 // delete.
 func TestDockerFlow(t *testing.T) {
 	e, image := dockerEnv(t, nil)
+	// Docker has no pools (yet).
+	wantError(t, "GET /v1/pools on Docker", e.do("GET", "/v1/pools", nil), http.StatusNotImplemented, "POOL_NOT_SUPPORTED")
 	body := map[string]any{
 		"image": map[string]any{"uri": image},
 		"entrypoint": []string{"sh", "-c",

@@ -106,11 +106,17 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		ae = fromRuntime(err, classCodes{}, "")
 	}
 	s.countFailure(r, ae)
-	if ae.Status >= 500 && r.Context().Err() == nil { // a gone client's failures are not the server's
+	if serverFault(ae.Status) && r.Context().Err() == nil { // a gone client's failures are not the server's
 		s.reqLog(r).Warn("request failed", "method", r.Method, "path", r.URL.Path,
 			"status", ae.Status, "code", ae.Code, "err", err)
 	}
 	apierror.Write(w, r, ae)
+}
+
+// serverFault reports statuses that say the server or its engine failed:
+// 5xx but 501, which says what the server does not offer (pools on Docker).
+func serverFault(status int) bool {
+	return status >= 500 && status != http.StatusNotImplemented
 }
 
 // decodeJSON reads a JSON body of at most maxJSONBody bytes into v; a

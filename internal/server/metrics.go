@@ -37,7 +37,7 @@ func countStates(rt runtime.Runtime) metrics.StateCounter {
 // are the engine's: unavailable, timed out, or an unexpected error). A
 // sandbox that cannot be reached through the proxy (502) is not one.
 func (s *Server) countFailure(r *http.Request, ae *apierror.Error) {
-	if ae.Status < 500 || ae.Status == http.StatusBadGateway || r.Context().Err() != nil {
+	if !serverFault(ae.Status) || ae.Status == http.StatusBadGateway || r.Context().Err() != nil {
 		return
 	}
 	op := r.Pattern

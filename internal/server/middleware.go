@@ -137,7 +137,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		}
 		level := slog.LevelInfo
 		switch {
-		case rec.Status >= 500:
+		case serverFault(rec.Status):
 			level = slog.LevelWarn
 		case r.Method == http.MethodGet || r.Method == http.MethodHead:
 			level = slog.LevelDebug

@@ -40,6 +40,14 @@ func (s *Server) routes() []route {
 		{pattern: "GET /snapshots/{snapshotId}", handler: s.getSnapshot},
 		{pattern: "DELETE /snapshots/{snapshotId}", handler: s.deleteSnapshot},
 
+		// Warm pools: 501 POOL_NOT_SUPPORTED unless the runtime implements
+		// runtime.Pools (see pools.go).
+		{pattern: "POST /pools", handler: s.createPool},
+		{pattern: "GET /pools", handler: s.listPools},
+		{pattern: "GET /pools/{poolName}", handler: s.getPool},
+		{pattern: "PUT /pools/{poolName}", handler: s.updatePool},
+		{pattern: "DELETE /pools/{poolName}", handler: s.deletePool},
+
 		{pattern: "GET /sandboxes/{sandboxId}/diagnostics/logs", handler: s.diagnosticLogs},
 		{pattern: "GET /sandboxes/{sandboxId}/diagnostics/events", handler: s.diagnosticEvents},
 		{pattern: "GET /sandboxes/{sandboxId}/diagnostics/inspect", handler: s.diagnosticInspect},

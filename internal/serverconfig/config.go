@@ -21,6 +21,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Environment variables read by Load.
@@ -49,6 +52,7 @@ type Config struct {
 	Log           Log           `toml:"log"`
 	Runtime       Runtime       `toml:"runtime"`
 	Docker        Docker        `toml:"docker"`
+	Kubernetes    Kubernetes    `toml:"kubernetes"`
 	Storage       Storage       `toml:"storage"`
 	Store         Store         `toml:"store"`
 	SecureRuntime SecureRuntime `toml:"secure_runtime"`
@@ -147,15 +151,19 @@ func parseLevel(s string) (slog.Level, bool) {
 
 // Runtime is the [runtime] table.
 type Runtime struct {
-	// type: the engine that runs sandboxes; required in a config file
-	// ("docker"; "kubernetes" is not supported yet). Default "docker"
-	// only when there is no file at the default path.
+	// type: the engine that runs sandboxes; required in a config file:
+	// "docker" or "kubernetes". Default "docker" only when there is no
+	// file at the default path.
 	Type string `toml:"type"`
-	// execd_path: the execd binary put into every sandbox; default ""
-	// = "execd" next to the opensandbox-server executable, else found in
-	// PATH. "~/" is expanded. (Upstream's execd_image is accepted and
-	// ignored: we mount or copy this binary instead of pulling an image.)
+	// execd_path: the execd binary put into every sandbox on Docker;
+	// default "" = "execd" next to the opensandbox-server executable,
+	// else found in PATH. "~/" is expanded. Not used on Kubernetes (a
+	// warning when set there).
 	ExecdPath string `toml:"execd_path"`
+	// execd_image: on Kubernetes, the image an init container copies
+	// execd from into each sandbox pod; default "opensandbox/execd:latest".
+	// Ignored with a warning on Docker, which mounts or copies execd_path.
+	ExecdImage string `toml:"execd_image"`
 }
 
 // Docker is the [docker] table: how sandboxes are run on the Docker
@@ -230,6 +238,124 @@ type Docker struct {
 	ExecdCopy bool `toml:"execd_copy"`
 }
 
+// Kubernetes is the [kubernetes] table: how sandboxes are run as
+// BatchSandbox resources of the OpenSandbox operator. Only valid with
+// runtime.type = "kubernetes". Credentials come from kubeconfig_path,
+// else the KUBECONFIG environment variable, else the pod's in-cluster
+// service account; loading them is the runtime driver's job.
+type Kubernetes struct {
+	// kubeconfig_path: the kubeconfig file to use; default "" =
+	// $KUBECONFIG, else in-cluster credentials. "~/" is expanded; the
+	// file must exist.
+	KubeconfigPath string `toml:"kubeconfig_path"`
+	// namespace: where sandboxes (BatchSandboxes, pods, their secrets and
+	// PVCs) are created; a DNS-1123 label; default "default".
+	Namespace string `toml:"namespace"`
+	// service_account: the ServiceAccount sandbox pods run as; default
+	// "" = the namespace's default one.
+	ServiceAccount string `toml:"service_account"`
+	// workload_provider: the resource sandboxes are made of: only
+	// "batchsandbox" (the default); upstream's "agent-sandbox" is refused.
+	WorkloadProvider string `toml:"workload_provider"`
+	// batchsandbox_template_file: a BatchSandbox YAML whose metadata and
+	// spec every sandbox's resource starts from (tolerations, node
+	// selectors, labels...); default "" = none. "~/" is expanded; the file
+	// must exist and parse (checked at start, see LoadBatchSandboxTemplate).
+	BatchSandboxTemplateFile string `toml:"batchsandbox_template_file"`
+	// image_pull_policy: of sandbox containers: "Always", "IfNotPresent"
+	// (default) or "Never" (any case; normalised).
+	ImagePullPolicy string `toml:"image_pull_policy"`
+	// sandbox_create_timeout_seconds: how long a create waits for the pod
+	// to run and execd to answer; default 60, positive.
+	SandboxCreateTimeoutSeconds int `toml:"sandbox_create_timeout_seconds"`
+	// sandbox_create_poll_interval_seconds: upstream's polling interval
+	// while a create waits; accepted (positive) and ignored with a
+	// warning: the runtime watches the resource instead of polling.
+	SandboxCreatePollIntervalSeconds float64 `toml:"sandbox_create_poll_interval_seconds"`
+	// snapshot_create_timeout_seconds: how long a snapshot may take to
+	// become ready before it is marked failed; default 900, positive.
+	SnapshotCreateTimeoutSeconds int `toml:"snapshot_create_timeout_seconds"`
+	// informer_enabled: serve reads from an informer cache; default true.
+	// false is refused: the runtime has no uncached read path.
+	InformerEnabled bool `toml:"informer_enabled"`
+	// informer_resync_seconds: full resync period of the informer cache;
+	// default 300, positive.
+	InformerResyncSeconds int `toml:"informer_resync_seconds"`
+	// informer_watch_timeout_seconds: how long one watch request of the
+	// informer lasts before it is renewed; default 60, positive.
+	InformerWatchTimeoutSeconds int `toml:"informer_watch_timeout_seconds"`
+	// read_qps, read_burst: client-side rate limit of reads (get, list,
+	// watch) to the API server; write_qps, write_burst: of writes
+	// (create, update, patch, delete). qps 0 = unlimited (the default);
+	// burst 0 with a positive qps = qps rounded up (at least 1), which
+	// Load writes into the field.
+	ReadQPS    float64 `toml:"read_qps"`
+	ReadBurst  int     `toml:"read_burst"`
+	WriteQPS   float64 `toml:"write_qps"`
+	WriteBurst int     `toml:"write_burst"`
+	// execd_init_resources: requests and limits of the init container
+	// that copies execd into the pod, as Kubernetes quantities; default
+	// none.
+	ExecdInitResources ExecdInitResources `toml:"execd_init_resources"`
+}
+
+// ExecdInitResources is [kubernetes.execd_init_resources]: resource name
+// (cpu, memory, ephemeral-storage...) to quantity ("100m", "64Mi").
+type ExecdInitResources struct {
+	Limits   map[string]string `toml:"limits"`
+	Requests map[string]string `toml:"requests"`
+}
+
+// Requirements is r as a container's resources (nil lists when empty).
+// Load has validated the quantities, so an error only comes from a
+// Config that Load did not make.
+func (r ExecdInitResources) Requirements() (corev1.ResourceRequirements, error) {
+	var out corev1.ResourceRequirements
+	var err error
+	if out.Limits, err = resourceList("limits", r.Limits); err != nil {
+		return corev1.ResourceRequirements{}, err
+	}
+	if out.Requests, err = resourceList("requests", r.Requests); err != nil {
+		return corev1.ResourceRequirements{}, err
+	}
+	return out, nil
+}
+
+func resourceList(what string, m map[string]string) (corev1.ResourceList, error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	l := make(corev1.ResourceList, len(m))
+	for name, v := range m {
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes.execd_init_resources.%s.%s = %q: %w", what, name, v, err)
+		}
+		l[corev1.ResourceName(name)] = q
+	}
+	return l, nil
+}
+
+// CreateTimeout is sandbox_create_timeout_seconds as a duration.
+func (k Kubernetes) CreateTimeout() time.Duration {
+	return time.Duration(k.SandboxCreateTimeoutSeconds) * time.Second
+}
+
+// SnapshotTimeout is snapshot_create_timeout_seconds as a duration.
+func (k Kubernetes) SnapshotTimeout() time.Duration {
+	return time.Duration(k.SnapshotCreateTimeoutSeconds) * time.Second
+}
+
+// InformerResync is informer_resync_seconds as a duration.
+func (k Kubernetes) InformerResync() time.Duration {
+	return time.Duration(k.InformerResyncSeconds) * time.Second
+}
+
+// InformerWatchTimeout is informer_watch_timeout_seconds as a duration.
+func (k Kubernetes) InformerWatchTimeout() time.Duration {
+	return time.Duration(k.InformerWatchTimeoutSeconds) * time.Second
+}
+
 // APITimeout is api_timeout as a duration.
 func (d Docker) APITimeout() time.Duration {
 	return time.Duration(d.APITimeoutSeconds) * time.Second
@@ -271,10 +397,12 @@ type SecureRuntime struct {
 	Type string `toml:"type"`
 	// docker_runtime: the OCI runtime name registered with the Docker
 	// engine (e.g. "runsc", "kata-runtime"); required for gvisor and kata
-	// with the Docker runtime. Default "".
+	// with the Docker runtime, not used on Kubernetes. Default "".
 	DockerRuntime string `toml:"docker_runtime"`
-	// k8s_runtime_class: the RuntimeClass for Kubernetes (e.g. "gvisor",
-	// "kata-qemu", "kata-fc"). Default "".
+	// k8s_runtime_class: the RuntimeClass sandbox pods get as
+	// runtimeClassName (e.g. "gvisor", "kata-qemu", "kata-fc"); required
+	// for every type with the Kubernetes runtime, not used on Docker.
+	// Default "".
 	K8sRuntimeClass string `toml:"k8s_runtime_class"`
 }
 
@@ -319,7 +447,8 @@ type Egress struct {
 // Ingress is the [ingress] table.
 type Ingress struct {
 	// mode: "direct" (default; clients reach endpoints the server hands
-	// out) or "gateway" (Kubernetes only).
+	// out). Upstream's "gateway" is refused: on Docker it is Kubernetes
+	// only, and on Kubernetes the gateway is not supported yet.
 	Mode string `toml:"mode"`
 }
 
@@ -351,6 +480,15 @@ const (
 	DefaultEgressMode        = "dns+nft"
 	DefaultIngressMode       = "direct"
 	DefaultDebugAddress      = "127.0.0.1:6060"
+	DefaultExecdImage        = "opensandbox/execd:latest"
+	DefaultNamespace         = "default"
+	WorkloadBatchSandbox     = "batchsandbox"
+	DefaultImagePullPolicy   = "IfNotPresent"
+	DefaultCreateTimeout     = 60
+	DefaultPollInterval      = 1.0
+	DefaultSnapshotTimeout   = 900
+	DefaultInformerResync    = 300
+	DefaultWatchTimeout      = 60
 	// DefaultConfigFile is the config file under the home directory.
 	DefaultConfigFile = ".sandbox.toml"
 	// MinMaxTimeoutSeconds is the smallest max_sandbox_timeout_seconds.
@@ -373,7 +511,8 @@ func Defaults(home string) Config {
 			MinSandboxTimeoutSeconds: DefaultMinTimeoutSeconds,
 			ProxyRequiresAPIKey:      true,
 		},
-		Log: Log{Level: DefaultLogLevel},
+		Log:     Log{Level: DefaultLogLevel},
+		Runtime: Runtime{ExecdImage: DefaultExecdImage},
 		Docker: Docker{
 			NetworkMode:        DefaultNetworkMode,
 			IsolateSandboxes:   true,
@@ -386,6 +525,17 @@ func Defaults(home string) Config {
 			NoNewPrivileges:    true,
 			PidsLimit:          DefaultPidsLimit,
 			WarmNetworks:       DefaultWarmNetworks,
+		},
+		Kubernetes: Kubernetes{
+			Namespace:                        DefaultNamespace,
+			WorkloadProvider:                 WorkloadBatchSandbox,
+			ImagePullPolicy:                  DefaultImagePullPolicy,
+			SandboxCreateTimeoutSeconds:      DefaultCreateTimeout,
+			SandboxCreatePollIntervalSeconds: DefaultPollInterval,
+			SnapshotCreateTimeoutSeconds:     DefaultSnapshotTimeout,
+			InformerEnabled:                  true,
+			InformerResyncSeconds:            DefaultInformerResync,
+			InformerWatchTimeoutSeconds:      DefaultWatchTimeout,
 		},
 		Storage: Storage{AllowedHostPaths: []string{}, VolumeDefaultSize: DefaultVolumeSize},
 		Store:   Store{Type: StoreBbolt, Path: defaultStorePath(home)},

@@ -222,10 +222,11 @@ address = "127.0.0.1:7070"
 		Server: Server{Host: "127.0.0.1", Port: 9090, APIKey: "secret", EIP: "sandbox.example.com",
 			MaxSandboxTimeoutSeconds: 7200, MinSandboxTimeoutSeconds: 120},
 		Log:     Log{Level: "debug", FilePath: filepath.Join(home, "logs/server.log")},
-		Runtime: Runtime{Type: "docker", ExecdPath: filepath.Join(home, "bin/execd")},
+		Runtime: Runtime{Type: "docker", ExecdPath: filepath.Join(home, "bin/execd"), ExecdImage: DefaultExecdImage},
 		Docker: Docker{NetworkMode: "host", IsolateSandboxes: false, BridgeNetwork: "osb-net", HostIP: "10.0.0.5", PublishedPortRange: "40000-40999", APITimeoutSeconds: 30,
 			DropCapabilities: []string{"NET_RAW"}, AppArmorProfile: "docker-default", NoNewPrivileges: false,
 			SeccompProfile: "unconfined", PidsLimit: 100, WarmNetworks: 5, ExecdCopy: true},
+		Kubernetes:    Defaults(home).Kubernetes,
 		Storage:       Storage{AllowedHostPaths: []string{"/data", "/srv/shared"}, VolumeDefaultSize: "500Mi"},
 		Store:         Store{Type: "bbolt", Path: "/var/lib/opensandbox/store.db"},
 		SecureRuntime: SecureRuntime{Type: "gvisor", DockerRuntime: "runsc", K8sRuntimeClass: "gvisor"},
@@ -276,7 +277,6 @@ func TestLoadInvalidValues(t *testing.T) {
 		{"log level", "[log]\nlevel = \"loud\"\n", []string{`log.level = "loud"`}},
 		{"debug address", "[debug]\nenabled = true\naddress = \"6060\"\n", []string{`debug.address = "6060"`}},
 		{"runtime missing", "[runtime]\n", []string{"runtime.type is required"}},
-		{"runtime kubernetes", "[runtime]\ntype = \"kubernetes\"\n", []string{`runtime.type = "kubernetes"`, "not supported yet"}},
 		{"runtime unknown", "[runtime]\ntype = \"podman\"\n", []string{`runtime.type = "podman"`}},
 		{"network mode container", "[docker]\nnetwork_mode = \"container:x\"\n", []string{`docker.network_mode = "container:x"`}},
 		{"network mode none", "[docker]\nnetwork_mode = \"none\"\n", []string{`docker.network_mode = "none"`}},
@@ -531,6 +531,7 @@ func TestLoadLogFileEnabled(t *testing.T) {
 }
 
 func TestExamples(t *testing.T) {
+	runtimeOf := map[string]string{ExampleDocker: RuntimeDocker, ExampleKubernetes: RuntimeKubernetes}
 	for _, kind := range []string{ExampleDocker, ExampleKubernetes} {
 		for _, key := range []string{"", "k3y-\"quoted\""} {
 			text, err := ExampleWithAPIKey(kind, key)
@@ -550,7 +551,7 @@ func TestExamples(t *testing.T) {
 			}
 			// The example spells out the defaults.
 			want := Defaults(home)
-			want.Runtime.Type = RuntimeDocker
+			want.Runtime.Type = runtimeOf[kind]
 			want.Server.APIKey = key
 			want.Path = cfg.Path
 			if !reflect.DeepEqual(cfg, want) {
@@ -559,8 +560,18 @@ func TestExamples(t *testing.T) {
 		}
 	}
 	k8s, _ := Example(ExampleKubernetes)
-	if !strings.Contains(k8s, "Kubernetes support is coming") {
-		t.Errorf("Example(k8s) does not say that Kubernetes support is coming:\n%s", k8s)
+	for _, want := range []string{"\ntype = \"kubernetes\" ", "\n[kubernetes]\n", "\nnamespace = \"default\" ", "\nexecd_image = "} {
+		if !strings.Contains(k8s, want) {
+			t.Errorf("Example(k8s) has no %q:\n%s", want, k8s)
+		}
+	}
+	for _, notWant := range []string{"\n[docker]", "coming", "not supported yet;"} {
+		if strings.Contains(k8s, notWant) {
+			t.Errorf("Example(k8s) contains %q:\n%s", notWant, k8s)
+		}
+	}
+	if docker, _ := Example(ExampleDocker); strings.Contains(docker, "[kubernetes]") {
+		t.Errorf("Example(docker) has a [kubernetes] table:\n%s", docker)
 	}
 	if _, err := Example("nomad"); err == nil {
 		t.Errorf("Example(nomad) succeeded, want an error")

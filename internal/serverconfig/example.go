@@ -13,10 +13,8 @@ const (
 )
 
 // Example returns a commented configuration file of the given kind
-// ("docker" or "k8s") with every default written out. The file passes
-// Load as it is. The "k8s" example is a working Docker configuration
-// whose Kubernetes sections are commented out, since Kubernetes support
-// is not there yet.
+// ("docker" or "k8s": runtime.type "docker" or "kubernetes") with every
+// default written out. The file passes Load as it is.
 func Example(kind string) (string, error) {
 	return ExampleWithAPIKey(kind, "")
 }
@@ -28,20 +26,16 @@ func ExampleWithAPIKey(kind, apiKey string) (string, error) {
 	if apiKey != "" {
 		keyLine = "api_key = " + strconv.Quote(apiKey)
 	}
-	var b strings.Builder
+	var parts []string
 	switch kind {
 	case ExampleDocker:
-		b.WriteString(dockerHeader)
+		parts = []string{dockerHeader, serverLogBody, dockerRuntimeBody, dockerBody, storageStoreBody, dockerSecureBody, egressBody, dockerIngressBody, debugBody}
 	case ExampleKubernetes:
-		b.WriteString(kubernetesHeader)
+		parts = []string{kubernetesHeader, serverLogBody, kubernetesRuntimeBody, kubernetesBody, storageStoreBody, kubernetesSecureBody, egressBody, kubernetesIngressBody, debugBody}
 	default:
 		return "", fmt.Errorf("unknown example %q: want %q or %q", kind, ExampleDocker, ExampleKubernetes)
 	}
-	b.WriteString(strings.Replace(commonBody, "@API_KEY_LINE@", keyLine, 1))
-	if kind == ExampleKubernetes {
-		b.WriteString(kubernetesTail)
-	}
-	return b.String(), nil
+	return strings.Replace(strings.Join(parts, ""), "@API_KEY_LINE@", keyLine, 1), nil
 }
 
 const dockerHeader = `# opensandbox-server configuration (Docker runtime).
@@ -49,16 +43,14 @@ const dockerHeader = `# opensandbox-server configuration (Docker runtime).
 # do not change. Reference: docs/configuration.md.
 `
 
-const kubernetesHeader = `# opensandbox-server configuration, Kubernetes flavour.
-#
-# Kubernetes support is coming but not there yet: today the server runs
-# sandboxes on Docker only and refuses runtime.type = "kubernetes". This
-# file is therefore a working Docker configuration; the commented sections
-# at the end show the Kubernetes settings, so they can be prepared now.
-# Reference: docs/configuration.md.
+const kubernetesHeader = `# opensandbox-server configuration (Kubernetes runtime). Sandboxes are
+# BatchSandbox resources of the OpenSandbox operator, which must run in the
+# cluster (docs/kubernetes.md).
+# Every value below is the default unless marked otherwise; delete what you
+# do not change. Reference: docs/configuration.md.
 `
 
-const commonBody = `
+const serverLogBody = `
 [server]
 host = "0.0.0.0"                 # listen address
 port = 8080                      # listen port
@@ -67,7 +59,8 @@ port = 8080                      # listen port
 # variable OPENSANDBOX_SERVER_API_KEY overrides it.
 @API_KEY_LINE@
 # Public host name or IP put into the endpoint URLs handed to clients
-# (default: the address sandbox ports are published on, docker.host_ip).
+# (default: the address sandbox ports are reached at: docker.host_ip on
+# Docker, the pod IP on Kubernetes).
 # eip = "sandbox.example.com"
 max_sandbox_timeout_seconds = 0  # longest sandbox timeout; 0 = no limit, else >= 60
 min_sandbox_timeout_seconds = 60 # shortest sandbox timeout (below 60 only for tests)
@@ -84,13 +77,17 @@ proxy_requires_api_key = true
 level = "info"                   # debug, info, warn or error
 file_path = ""                   # "" = stderr
 
-[runtime]
-type = "docker"                  # required; "kubernetes" is not supported yet
+`
+
+const dockerRuntimeBody = `[runtime]
+type = "docker"                  # required: "docker" or "kubernetes"
 # The execd binary placed in every sandbox. Default: "execd" next to the
 # opensandbox-server executable, else the one found in PATH.
 # execd_path = "/usr/local/bin/execd"
 
-[docker]
+`
+
+const dockerBody = `[docker]
 # The engine is found through DOCKER_HOST like the docker CLI finds it.
 network_mode = "bridge"          # "bridge" (own network per sandbox), "host", or a user-defined bridge network
 isolate_sandboxes = true         # bridge mode: sandboxes join bridge_network, which drops direct packets between
@@ -109,7 +106,9 @@ pids_limit = 1024                # 0 = no limit
 warm_networks = 2                # network namespaces started ahead of creates; 0 = none
 execd_copy = false               # copy execd in through the engine API instead of a read-only mount
 
-[storage]
+`
+
+const storageStoreBody = `[storage]
 allowed_host_paths = []          # absolute host directories sandboxes may mount; [] = none
 volume_default_size = "1Gi"
 default_disk_limit = ""          # disk limit of sandboxes that ask for none, e.g. "10Gi"; "" = none
@@ -118,14 +117,18 @@ default_disk_limit = ""          # disk limit of sandboxes that ask for none, e.
 type = "bbolt"
 path = "~/.opensandbox/opensandbox.db"
 
-[secure_runtime]
+`
+
+const dockerSecureBody = `[secure_runtime]
 # "" = plain containers; "gvisor" or "kata" need docker_runtime, the OCI
 # runtime registered with the engine (e.g. "runsc" or "kata-runtime").
 type = ""
 docker_runtime = ""
 k8s_runtime_class = ""
 
-[egress]
+`
+
+const egressBody = `[egress]
 # The sidecar that enforces network policies and runs the credential vault.
 # With image = "" the server builds a local image from the egress binary
 # (egress_path, default: next to opensandbox-server).
@@ -140,47 +143,63 @@ allow_metadata = false           # true: policies may allow link-local metadata 
 block_doh_443 = false            # drop 443 to doh_blocklist (all 443 when the list is empty)
 # doh_blocklist = ["1.1.1.1", "8.8.8.8"]
 
-[ingress]
+`
+
+const dockerIngressBody = `[ingress]
 mode = "direct"                  # "gateway" only with Kubernetes
 
-[debug]
+`
+
+const debugBody = `[debug]
 # A second listener with Go's pprof profiles and /metrics, no API key.
 enabled = false
 address = "127.0.0.1:6060"       # keep it on loopback
 `
 
-const kubernetesTail = `
-# --- Kubernetes (coming; leave commented out until supported) ---
-#
-# [runtime]
-# type = "kubernetes"
-#
-# [kubernetes]
-# kubeconfig_path = "~/.kube/config"    # omit inside the cluster
-# namespace = "opensandbox"
-# service_account = ""
-# workload_provider = "batchsandbox"    # or "agent-sandbox"
-# batchsandbox_template_file = ""
-# image_pull_policy = "IfNotPresent"
-# sandbox_create_timeout_seconds = 60
-# sandbox_create_poll_interval_seconds = 1.0
-# snapshot_create_timeout_seconds = 900
-# informer_enabled = true
-# informer_resync_seconds = 300
-# informer_watch_timeout_seconds = 60
-#
-# [agent_sandbox]                       # with workload_provider = "agent-sandbox"
-# template_file = ""
-# shutdown_policy = "Delete"            # or "Retain"
-# ingress_enabled = true
-#
-# [ingress]
-# mode = "gateway"
-# [ingress.gateway]
-# address = "*.sandbox.example.com"     # no scheme; "*." for wildcard hosts
-# route.mode = "wildcard"               # "wildcard", "uri" or "header"
-#
-# [secure_runtime]
-# type = "gvisor"                       # "gvisor", "kata" or "firecracker"
-# k8s_runtime_class = "gvisor"          # e.g. "gvisor", "kata-qemu", "kata-fc"
+const kubernetesRuntimeBody = `[runtime]
+type = "kubernetes"              # required: "docker" or "kubernetes"
+# The image an init container of every sandbox pod copies execd from.
+execd_image = "opensandbox/execd:latest"
+
+`
+
+const kubernetesBody = `[kubernetes]
+# Credentials: kubeconfig_path, else $KUBECONFIG, else the in-cluster
+# service account of the server's pod. Outside the cluster with KUBECONFIG
+# unset, name your kubeconfig here, e.g. "~/.kube/config".
+kubeconfig_path = ""
+namespace = "default"            # where sandbox resources are created
+service_account = ""             # ServiceAccount of sandbox pods; "" = the namespace's default
+workload_provider = "batchsandbox" # the only provider ("agent-sandbox" is refused)
+batchsandbox_template_file = ""  # a BatchSandbox YAML every sandbox starts from (tolerations, node selectors...)
+image_pull_policy = "IfNotPresent" # of sandbox containers: Always, IfNotPresent or Never
+sandbox_create_timeout_seconds = 60 # a create waits this long for the pod to run and execd to answer
+snapshot_create_timeout_seconds = 900
+informer_enabled = true          # reads come from a watch-fed cache (false is refused)
+informer_resync_seconds = 300
+informer_watch_timeout_seconds = 60
+read_qps = 0.0                   # client-side rate limits to the API server; 0 = unlimited
+read_burst = 0                   # 0 = the qps rounded up
+write_qps = 0.0
+write_burst = 0
+
+[kubernetes.execd_init_resources]
+# Requests and limits of the init container that copies execd; none by default.
+# requests = { cpu = "50m", memory = "64Mi" }
+# limits = { cpu = "100m", memory = "128Mi" }
+
+`
+
+const kubernetesSecureBody = `[secure_runtime]
+# "" = plain containers; "gvisor", "kata" or "firecracker" need
+# k8s_runtime_class, the RuntimeClass sandbox pods run with (e.g. "gvisor",
+# "kata-qemu", "kata-fc").
+type = ""
+k8s_runtime_class = ""
+
+`
+
+const kubernetesIngressBody = `[ingress]
+mode = "direct"                  # the only mode for now ("gateway" is not supported yet)
+
 `

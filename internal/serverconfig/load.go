@@ -44,7 +44,9 @@ func Load(path string, env func(string) string) (Config, []string, error) {
 		if err != nil {
 			return Config{}, nil, fmt.Errorf("config %s: %w", path, err)
 		}
-		warnings, problems = checkUndecoded(&md)
+		warnings, problems = checkUndecoded(&md, cfg.Runtime.Type)
+		w, p := checkRuntimeKeys(&md, cfg.Runtime.Type)
+		warnings, problems = append(warnings, w...), append(problems, p...)
 		applyFileEnabled(&cfg, &md, home)
 	}
 
@@ -65,6 +67,8 @@ func Load(path string, env func(string) string) (Config, []string, error) {
 	cfg.Egress.UpstreamCAFile = expandHome(cfg.Egress.UpstreamCAFile, home)
 	cfg.Store.Path = expandHome(cfg.Store.Path, home)
 	cfg.Docker.SeccompProfile = expandHome(cfg.Docker.SeccompProfile, home)
+	cfg.Kubernetes.KubeconfigPath = expandHome(cfg.Kubernetes.KubeconfigPath, home)
+	cfg.Kubernetes.BatchSandboxTemplateFile = expandHome(cfg.Kubernetes.BatchSandboxTemplateFile, home)
 
 	w, p := validate(&cfg)
 	warnings = append(warnings, w...)
@@ -158,7 +162,6 @@ var ignoredKeys = map[string]string{
 	"log.access_file_path":      "access logs go to the same log as everything else",
 	"log.file_max_bytes":        "the server does not rotate log files (use logrotate)",
 	"log.file_backup_count":     "the server does not rotate log files (use logrotate)",
-	"runtime.execd_image":       "execd comes from runtime.execd_path, not from an image",
 	"storage.ossfs_mount_root":  "OSSFS volumes are not supported",
 }
 
@@ -167,13 +170,44 @@ var ignoredTables = map[string]string{
 	"renew_intent": "renew intents are not supported yet",
 }
 
-// kubernetesOnly are tables that only apply to runtime.type = kubernetes.
-var kubernetesOnly = []string{"kubernetes", "agent_sandbox", "ingress.gateway", "ingress.secure_access"}
+// kubernetesOnly are upstream tables that only apply to runtime.type =
+// kubernetes and that we do not implement there either, with the reason.
+var kubernetesOnly = []struct{ table, why string }{
+	{"agent_sandbox", "it configures kubernetes.workload_provider = \"agent-sandbox\", which is not supported"},
+	{"ingress.gateway", "the ingress gateway is not supported yet"},
+	{"ingress.secure_access", "the ingress gateway is not supported yet"},
+}
+
+// checkRuntimeKeys refuses the table of the runtime not in use ([docker]
+// with kubernetes, [kubernetes] with docker) and warns about keys of the
+// runtime's own that it ignores.
+func checkRuntimeKeys(md *toml.MetaData, runtimeType string) (warnings, problems []string) {
+	switch runtimeType {
+	case RuntimeDocker:
+		if md.IsDefined("kubernetes") {
+			problems = append(problems, fmt.Sprintf("[kubernetes] is only valid with runtime.type = %q", RuntimeKubernetes))
+		}
+		if md.IsDefined("runtime", "execd_image") {
+			warnings = append(warnings, "runtime.execd_image is ignored: on Docker execd comes from runtime.execd_path, not from an image")
+		}
+	case RuntimeKubernetes:
+		if md.IsDefined("docker") {
+			problems = append(problems, fmt.Sprintf("[docker] is only valid with runtime.type = %q: its settings do not apply to Kubernetes pods; remove the table", RuntimeDocker))
+		}
+		if md.IsDefined("runtime", "execd_path") {
+			warnings = append(warnings, "runtime.execd_path is ignored: on Kubernetes execd comes from runtime.execd_image")
+		}
+		if md.IsDefined("kubernetes", "sandbox_create_poll_interval_seconds") {
+			warnings = append(warnings, "kubernetes.sandbox_create_poll_interval_seconds is ignored: a create watches its sandbox instead of polling")
+		}
+	}
+	return warnings, problems
+}
 
 // checkUndecoded sorts the keys the decoder did not use into warnings
-// (ignored upstream keys) and problems (Kubernetes-only tables, unknown
-// keys and tables).
-func checkUndecoded(md *toml.MetaData) (warnings, problems []string) {
+// (ignored upstream keys) and problems (upstream Kubernetes tables we do
+// not implement, unknown keys and tables). runtimeType is runtime.type.
+func checkUndecoded(md *toml.MetaData, runtimeType string) (warnings, problems []string) {
 	var unknown []string
 	reported := map[string]bool{} // tables whose keys are not listed one by one
 	for _, key := range md.Undecoded() {
@@ -190,8 +224,12 @@ func checkUndecoded(md *toml.MetaData) (warnings, problems []string) {
 			warnings = append(warnings, fmt.Sprintf("%s is ignored: %s", full, why))
 			continue
 		}
-		if t, ok := kubernetesTable(full); ok {
-			problems = append(problems, fmt.Sprintf("[%s] is only valid with runtime.type = %q, which is not supported yet", t, RuntimeKubernetes))
+		if t, why, ok := kubernetesTable(full); ok {
+			if runtimeType == RuntimeKubernetes {
+				problems = append(problems, fmt.Sprintf("[%s] is refused: %s", t, why))
+			} else {
+				problems = append(problems, fmt.Sprintf("[%s] is only valid with runtime.type = %q", t, RuntimeKubernetes))
+			}
 			reported[t] = true
 			continue
 		}
@@ -221,11 +259,11 @@ func within(key string, tables map[string]bool) bool {
 	return false
 }
 
-func kubernetesTable(key string) (string, bool) {
+func kubernetesTable(key string) (table, why string, ok bool) {
 	for _, t := range kubernetesOnly {
-		if key == t || strings.HasPrefix(key, t+".") {
-			return t, true
+		if key == t.table || strings.HasPrefix(key, t.table+".") {
+			return t.table, t.why, true
 		}
 	}
-	return "", false
+	return "", "", false
 }

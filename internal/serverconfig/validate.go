@@ -2,13 +2,20 @@ package serverconfig
 
 import (
 	"fmt"
+	"maps"
+	"math"
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/opensandbox-go/opensandbox/internal/grammar"
 )
@@ -76,18 +83,127 @@ func validate(c *Config) (warnings, problems []string) {
 	c.Log.Level = strings.ToLower(c.Log.Level)
 
 	// [runtime]
+	onKube := c.Runtime.Type == RuntimeKubernetes
 	switch c.Runtime.Type {
-	case RuntimeDocker:
+	case RuntimeDocker, RuntimeKubernetes:
 	case "":
-		problems = append(problems, fmt.Sprintf("runtime.type is required: set it to %q", RuntimeDocker))
-	case RuntimeKubernetes:
-		bad("runtime.type", c.Runtime.Type, fmt.Sprintf("the Kubernetes runtime is not supported yet; use %q", RuntimeDocker))
+		problems = append(problems, fmt.Sprintf("runtime.type is required: set it to %q or %q", RuntimeDocker, RuntimeKubernetes))
 	default:
-		bad("runtime.type", c.Runtime.Type, fmt.Sprintf("want %q", RuntimeDocker))
+		bad("runtime.type", c.Runtime.Type, fmt.Sprintf("want %q or %q", RuntimeDocker, RuntimeKubernetes))
+	}
+	if v := c.Runtime.ExecdImage; onKube && (v == "" || strings.ContainsAny(v, " \t")) {
+		bad("runtime.execd_image", v, "want an image reference")
 	}
 
-	// [docker]
-	d := &c.Docker
+	// [docker] or [kubernetes]: only the table of the runtime in use
+	// (the other one is refused by Load when the file sets it).
+	var w, p []string
+	if onKube {
+		w, p = validateKubernetes(&c.Kubernetes)
+	} else {
+		w, p = validateDocker(&c.Docker)
+	}
+	warnings, problems = append(warnings, w...), append(problems, p...)
+
+	// [storage]
+	for i, p := range c.Storage.AllowedHostPaths {
+		if !filepath.IsAbs(p) {
+			bad(fmt.Sprintf("storage.allowed_host_paths[%d]", i), p, "want an absolute path")
+			continue
+		}
+		c.Storage.AllowedHostPaths[i] = filepath.Clean(p)
+	}
+	if v := c.Storage.VolumeDefaultSize; !positiveQuantity(v) {
+		bad("storage.volume_default_size", v, "want a positive size such as \"1Gi\" or \"500Mi\"")
+	}
+	if v := c.Storage.DefaultDiskLimit; v != "" && !positiveQuantity(v) {
+		bad("storage.default_disk_limit", v, "want \"\" (no default) or a size of at least 16Mi such as \"10Gi\"")
+	}
+
+	// [store]
+	if c.Store.Type != StoreBbolt {
+		bad("store.type", c.Store.Type, fmt.Sprintf("the only supported store is %q", StoreBbolt))
+	}
+	if c.Store.Path == "" {
+		bad("store.path", c.Store.Path, "want a file path")
+	}
+
+	// [secure_runtime]
+	sr := &c.SecureRuntime
+	switch sr.Type {
+	case "":
+		if sr.DockerRuntime != "" || sr.K8sRuntimeClass != "" {
+			problems = append(problems, fmt.Sprintf("secure_runtime.type is empty but docker_runtime = %q and k8s_runtime_class = %q are set: set a type (gvisor, kata) or remove the runtime names", sr.DockerRuntime, sr.K8sRuntimeClass))
+		}
+	case "gvisor", "kata", "firecracker":
+		switch {
+		case onKube && sr.K8sRuntimeClass == "":
+			problems = append(problems, fmt.Sprintf("secure_runtime.type = %q needs secure_runtime.k8s_runtime_class (the RuntimeClass sandbox pods run with, e.g. %q) for the Kubernetes runtime", sr.Type, map[string]string{"gvisor": "gvisor", "kata": "kata-qemu", "firecracker": "kata-fc"}[sr.Type]))
+		case onKube:
+		case sr.Type == "firecracker":
+			bad("secure_runtime.type", sr.Type, "firecracker is only available with runtime.type = \"kubernetes\"")
+		case sr.DockerRuntime == "":
+			problems = append(problems, fmt.Sprintf("secure_runtime.type = %q needs secure_runtime.docker_runtime (the OCI runtime registered with Docker, e.g. %q) for the Docker runtime", sr.Type, map[string]string{"gvisor": "runsc", "kata": "kata-runtime"}[sr.Type]))
+		}
+	default:
+		bad("secure_runtime.type", sr.Type, "want \"\", \"gvisor\", \"kata\" or \"firecracker\"")
+	}
+	if v := sr.K8sRuntimeClass; v != "" && len(validation.IsDNS1123Subdomain(v)) > 0 {
+		bad("secure_runtime.k8s_runtime_class", v, "want a RuntimeClass name (lower case letters, digits, '-' and '.')")
+	}
+	if strings.ContainsAny(sr.DockerRuntime, " \t/") {
+		bad("secure_runtime.docker_runtime", sr.DockerRuntime, "want an OCI runtime name such as \"runsc\"")
+	}
+
+	// [egress]
+	switch c.Egress.Mode {
+	case "dns", "dns+nft":
+	default:
+		bad("egress.mode", c.Egress.Mode, "want \"dns\" or \"dns+nft\"")
+	}
+	if strings.ContainsAny(c.Egress.Image, " \t") {
+		bad("egress.image", c.Egress.Image, "want an image reference")
+	}
+	if w := c.Egress.DenyWebhook; w != "" {
+		if u, err := url.Parse(w); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("egress.deny_webhook", w, "want an http or https URL")
+		}
+	}
+	for _, d := range c.Egress.DoHBlocklist {
+		if _, err := netip.ParsePrefix(d); err != nil {
+			if _, err := netip.ParseAddr(d); err != nil {
+				bad("egress.doh_blocklist", d, "want an IP or CIDR")
+			}
+		}
+	}
+	for _, u := range c.Egress.DNSUpstream {
+		if _, err := netip.ParseAddr(u); err != nil {
+			if _, err := netip.ParseAddrPort(u); err != nil {
+				bad("egress.dns_upstream", u, "want IP or IP:port")
+			}
+		}
+	}
+
+	// [ingress]
+	switch c.Ingress.Mode {
+	case "direct":
+	case "gateway":
+		if onKube {
+			bad("ingress.mode", c.Ingress.Mode, "the ingress gateway is not supported yet; use \"direct\"")
+		} else {
+			bad("ingress.mode", c.Ingress.Mode, "gateway mode is only valid with runtime.type = \"kubernetes\"")
+		}
+	default:
+		bad("ingress.mode", c.Ingress.Mode, "want \"direct\" or \"gateway\"")
+	}
+	return warnings, problems
+}
+
+// validateDocker checks the [docker] table.
+func validateDocker(d *Docker) (warnings, problems []string) {
+	bad := func(key string, value any, want string) {
+		problems = append(problems, fmt.Sprintf("%s = %s: %s", key, quote(value), want))
+	}
 	switch {
 	case d.NetworkMode == NetworkBridge:
 		if !d.IsolateSandboxes {
@@ -130,91 +246,6 @@ func validate(c *Config) (warnings, problems []string) {
 	default:
 		bad("docker.isolated_execution", d.IsolatedExecution, `want "off", "on-request" or "always"`)
 	}
-
-	// [storage]
-	for i, p := range c.Storage.AllowedHostPaths {
-		if !filepath.IsAbs(p) {
-			bad(fmt.Sprintf("storage.allowed_host_paths[%d]", i), p, "want an absolute path")
-			continue
-		}
-		c.Storage.AllowedHostPaths[i] = filepath.Clean(p)
-	}
-	if v := c.Storage.VolumeDefaultSize; !positiveQuantity(v) {
-		bad("storage.volume_default_size", v, "want a positive size such as \"1Gi\" or \"500Mi\"")
-	}
-	if v := c.Storage.DefaultDiskLimit; v != "" && !positiveQuantity(v) {
-		bad("storage.default_disk_limit", v, "want \"\" (no default) or a size of at least 16Mi such as \"10Gi\"")
-	}
-
-	// [store]
-	if c.Store.Type != StoreBbolt {
-		bad("store.type", c.Store.Type, fmt.Sprintf("the only supported store is %q", StoreBbolt))
-	}
-	if c.Store.Path == "" {
-		bad("store.path", c.Store.Path, "want a file path")
-	}
-
-	// [secure_runtime]
-	sr := &c.SecureRuntime
-	switch sr.Type {
-	case "":
-		if sr.DockerRuntime != "" || sr.K8sRuntimeClass != "" {
-			problems = append(problems, fmt.Sprintf("secure_runtime.type is empty but docker_runtime = %q and k8s_runtime_class = %q are set: set a type (gvisor, kata) or remove the runtime names", sr.DockerRuntime, sr.K8sRuntimeClass))
-		}
-	case "gvisor", "kata":
-		if c.Runtime.Type == RuntimeDocker && sr.DockerRuntime == "" {
-			problems = append(problems, fmt.Sprintf("secure_runtime.type = %q needs secure_runtime.docker_runtime (the OCI runtime registered with Docker, e.g. %q) for the Docker runtime", sr.Type, map[string]string{"gvisor": "runsc", "kata": "kata-runtime"}[sr.Type]))
-		}
-	case "firecracker":
-		if c.Runtime.Type == RuntimeDocker {
-			bad("secure_runtime.type", sr.Type, "firecracker is only available with runtime.type = \"kubernetes\"")
-		}
-	default:
-		bad("secure_runtime.type", sr.Type, "want \"\", \"gvisor\", \"kata\" or \"firecracker\"")
-	}
-	if strings.ContainsAny(sr.DockerRuntime, " \t/") {
-		bad("secure_runtime.docker_runtime", sr.DockerRuntime, "want an OCI runtime name such as \"runsc\"")
-	}
-
-	// [egress]
-	switch c.Egress.Mode {
-	case "dns", "dns+nft":
-	default:
-		bad("egress.mode", c.Egress.Mode, "want \"dns\" or \"dns+nft\"")
-	}
-	if strings.ContainsAny(c.Egress.Image, " \t") {
-		bad("egress.image", c.Egress.Image, "want an image reference")
-	}
-	if w := c.Egress.DenyWebhook; w != "" {
-		if u, err := url.Parse(w); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("egress.deny_webhook", w, "want an http or https URL")
-		}
-	}
-	for _, d := range c.Egress.DoHBlocklist {
-		if _, err := netip.ParsePrefix(d); err != nil {
-			if _, err := netip.ParseAddr(d); err != nil {
-				bad("egress.doh_blocklist", d, "want an IP or CIDR")
-			}
-		}
-	}
-	for _, u := range c.Egress.DNSUpstream {
-		if _, err := netip.ParseAddr(u); err != nil {
-			if _, err := netip.ParseAddrPort(u); err != nil {
-				bad("egress.dns_upstream", u, "want IP or IP:port")
-			}
-		}
-	}
-
-	// [ingress]
-	switch c.Ingress.Mode {
-	case "direct":
-	case "gateway":
-		if c.Runtime.Type != RuntimeKubernetes {
-			bad("ingress.mode", c.Ingress.Mode, "gateway mode is only valid with runtime.type = \"kubernetes\"")
-		}
-	default:
-		bad("ingress.mode", c.Ingress.Mode, "want \"direct\" or \"gateway\"")
-	}
 	return warnings, problems
 }
 
@@ -252,4 +283,118 @@ func portRange(s string) bool {
 	lo, err1 := strconv.Atoi(a)
 	hi, err2 := strconv.Atoi(b)
 	return err1 == nil && err2 == nil && lo >= 1 && lo <= hi && hi <= 65535
+}
+
+// validateKubernetes checks the [kubernetes] table, normalising
+// enumerations and the bursts in place.
+func validateKubernetes(k *Kubernetes) (warnings, problems []string) {
+	bad := func(key string, value any, want string) {
+		problems = append(problems, fmt.Sprintf("kubernetes.%s = %s: %s", key, quote(value), want))
+	}
+	if p := k.KubeconfigPath; p != "" {
+		if fi, err := os.Stat(p); err != nil {
+			bad("kubeconfig_path", p, fmt.Sprintf("want a kubeconfig file: %v", err))
+		} else if fi.IsDir() {
+			bad("kubeconfig_path", p, "want a kubeconfig file, not a directory")
+		}
+	}
+	if len(validation.IsDNS1123Label(k.Namespace)) > 0 {
+		bad("namespace", k.Namespace, "want a namespace name (1-63 lower case letters, digits and '-')")
+	}
+	if v := k.ServiceAccount; v != "" && len(validation.IsDNS1123Subdomain(v)) > 0 {
+		bad("service_account", v, "want \"\" (the namespace's default) or a ServiceAccount name")
+	}
+	switch strings.ToLower(k.WorkloadProvider) {
+	case WorkloadBatchSandbox, "":
+		k.WorkloadProvider = WorkloadBatchSandbox
+	case "agent-sandbox":
+		bad("workload_provider", k.WorkloadProvider, "the agent-sandbox provider is not supported; sandboxes are BatchSandbox resources of the OpenSandbox operator: use \"batchsandbox\"")
+	default:
+		bad("workload_provider", k.WorkloadProvider, "want \"batchsandbox\"")
+	}
+	if p := k.BatchSandboxTemplateFile; p != "" {
+		if _, err := LoadBatchSandboxTemplate(p); err != nil {
+			bad("batchsandbox_template_file", p, err.Error())
+		}
+	}
+	switch strings.ToLower(k.ImagePullPolicy) {
+	case "always":
+		k.ImagePullPolicy = "Always"
+	case "ifnotpresent":
+		k.ImagePullPolicy = "IfNotPresent"
+	case "never":
+		k.ImagePullPolicy = "Never"
+	default:
+		bad("image_pull_policy", k.ImagePullPolicy, "want \"Always\", \"IfNotPresent\" or \"Never\"")
+	}
+	for _, s := range []struct {
+		key   string
+		value int
+	}{
+		{"sandbox_create_timeout_seconds", k.SandboxCreateTimeoutSeconds},
+		{"snapshot_create_timeout_seconds", k.SnapshotCreateTimeoutSeconds},
+		{"informer_resync_seconds", k.InformerResyncSeconds},
+		{"informer_watch_timeout_seconds", k.InformerWatchTimeoutSeconds},
+	} {
+		if s.value <= 0 {
+			bad(s.key, s.value, "want a positive number of seconds")
+		}
+	}
+	if v := k.SandboxCreatePollIntervalSeconds; !(v > 0) || math.IsInf(v, 0) {
+		bad("sandbox_create_poll_interval_seconds", v, "want a positive number of seconds")
+	}
+	if !k.InformerEnabled {
+		bad("informer_enabled", false, "the Kubernetes runtime always reads sandboxes from an informer cache (it needs list and watch on BatchSandboxes); remove the key or set it to true")
+	}
+	for _, r := range []struct {
+		name  string
+		qps   float64
+		burst *int
+	}{
+		{"read", k.ReadQPS, &k.ReadBurst},
+		{"write", k.WriteQPS, &k.WriteBurst},
+	} {
+		switch {
+		case !(r.qps >= 0) || math.IsInf(r.qps, 0):
+			bad(r.name+"_qps", r.qps, "want 0 (unlimited) or a positive number of requests per second")
+		case *r.burst < 0:
+			bad(r.name+"_burst", *r.burst, "want 0 (the qps rounded up) or more")
+		case r.qps == 0 && *r.burst > 0:
+			warnings = append(warnings, fmt.Sprintf("kubernetes.%s_burst = %d has no effect: %s_qps = 0 means unlimited", r.name, *r.burst, r.name))
+		case r.qps > 0 && *r.burst == 0:
+			*r.burst = int(math.Max(1, math.Ceil(r.qps)))
+		}
+	}
+	limits := checkResources(k.ExecdInitResources.Limits, "execd_init_resources.limits", bad)
+	requests := checkResources(k.ExecdInitResources.Requests, "execd_init_resources.requests", bad)
+	for _, name := range slices.Sorted(maps.Keys(requests)) {
+		if l, ok := limits[name]; ok && l.Cmp(requests[name]) < 0 {
+			bad("execd_init_resources.requests."+name, k.ExecdInitResources.Requests[name],
+				fmt.Sprintf("want at most the limit %q", k.ExecdInitResources.Limits[name]))
+		}
+	}
+	return warnings, problems
+}
+
+// checkResources parses a map of resource name to Kubernetes quantity,
+// reporting bad names and quantities; it returns the good ones.
+func checkResources(m map[string]string, key string, bad func(key string, value any, want string)) map[string]resource.Quantity {
+	good := map[string]resource.Quantity{}
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		v := m[name]
+		if len(validation.IsQualifiedName(name)) > 0 {
+			bad(key, name, "want a resource name such as \"cpu\", \"memory\" or \"ephemeral-storage\"")
+			continue
+		}
+		q, err := resource.ParseQuantity(v)
+		switch {
+		case err != nil:
+			bad(key+"."+name, v, "want a Kubernetes quantity such as \"100m\" or \"64Mi\"")
+		case q.Sign() < 0:
+			bad(key+"."+name, v, "want a quantity of 0 or more")
+		default:
+			good[name] = q
+		}
+	}
+	return good
 }
