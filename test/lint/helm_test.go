@@ -25,6 +25,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/opensandbox-go/opensandbox/internal/serverconfig"
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
 )
 
@@ -90,7 +91,9 @@ var valueSets = map[string][]string{
 	"api key":         {"server.apiKey=s3cret-key"},
 	"custom namespace": {
 		"server.kubernetes.namespace=sandboxes", "server.kubernetes.serviceAccount=sandbox-runner",
-		"server.kubernetes.sandboxCreateTimeoutSeconds=120", "server.kubernetes.sandboxCreatePollIntervalSeconds=0.25",
+		"server.kubernetes.sandboxCreateTimeoutSeconds=120", "server.kubernetes.readQPS=2.5",
+		"server.kubernetes.execdInitResources.requests.cpu=50m", "server.kubernetes.execdInitResources.requests.memory=32Mi",
+		"server.kubernetes.execdInitResources.limits.ephemeral-storage=1Gi",
 	},
 	"replicas": {"controller.replicas=3", "server.replicas=2", "controller.watchNamespaces={a,b}"},
 	"snapshots": {
@@ -453,8 +456,33 @@ func TestHelmTemplate(t *testing.T) {
 			if v := values["server.kubernetes.sandboxCreateTimeoutSeconds"]; v != "" && fmt.Sprint(k["sandbox_create_timeout_seconds"]) != v {
 				t.Errorf("[kubernetes] sandbox_create_timeout_seconds %v, want %s", k["sandbox_create_timeout_seconds"], v)
 			}
-			if _, ok := k["sandbox_create_poll_interval_seconds"].(float64); !ok {
-				t.Errorf("[kubernetes] sandbox_create_poll_interval_seconds %#v is not a float", k["sandbox_create_poll_interval_seconds"])
+			// The server's own loader takes it as it is: no unknown key,
+			// no invalid value, nothing ignored.
+			cfgFile := filepath.Join(t.TempDir(), "config.toml")
+			if err := os.WriteFile(cfgFile, []byte(cm.Data["config.toml"]), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			env := map[string]string{"HOME": t.TempDir(), serverconfig.EnvAPIKey: "from-the-secret"}
+			loaded, warnings, err := serverconfig.Load(cfgFile, func(k string) string { return env[k] })
+			if err != nil || len(warnings) > 0 {
+				t.Errorf("the server's loader on config.toml: %v, warnings %q\n%s", err, warnings, cm.Data["config.toml"])
+			} else if loaded.Runtime.Type != serverconfig.RuntimeKubernetes || loaded.Kubernetes.Namespace != sandboxNS || loaded.Server.APIKey != "from-the-secret" {
+				t.Errorf("loaded config: runtime %q, namespace %q, key %q", loaded.Runtime.Type, loaded.Kubernetes.Namespace, loaded.Server.APIKey)
+			}
+			if v := values["server.kubernetes.readQPS"]; v != "" && fmt.Sprint(loaded.Kubernetes.ReadQPS) != v {
+				t.Errorf("[kubernetes] read_qps %v, want %s", loaded.Kubernetes.ReadQPS, v)
+			}
+			for _, kind := range []string{"requests", "limits"} {
+				got := loaded.Kubernetes.ExecdInitResources.Requests
+				if kind == "limits" {
+					got = loaded.Kubernetes.ExecdInitResources.Limits
+				}
+				for key, v := range values {
+					name, ok := strings.CutPrefix(key, "server.kubernetes.execdInitResources."+kind+".")
+					if ok && got[name] != v {
+						t.Errorf("[kubernetes.execd_init_resources] %s %s = %q, want %q", kind, name, got[name], v)
+					}
+				}
 			}
 
 			// The server's Role: least privilege, in the sandbox namespace.
