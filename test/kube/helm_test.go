@@ -230,7 +230,8 @@ func (c *cluster) serverCrashed(ctx context.Context, ns string) string {
 				continue // the kubelet has not kept them yet: look again
 			}
 			msg := fmt.Sprintf("server container of %s exited (code %d, %s):\n%s", p.Name, term.ExitCode, term.Reason, logs)
-			if strings.Contains(string(logs), "kubernetes") && strings.Contains(string(logs), "not supported") {
+			if l := string(logs); strings.Contains(l, "runtime.type") && strings.Contains(l, "kubernetes") &&
+				(strings.Contains(l, "not supported") || strings.Contains(l, "cannot run")) {
 				msg = "the server refuses runtime.type = \"kubernetes\": the chart needs the server's kubernetes runtime (issue 13)\n" + msg
 			}
 			return msg
