@@ -10,7 +10,7 @@ STATIC    := CGO_ENABLED=0
 LDFLAGS   := -s -w
 EXECD_PORT ?= 44772
 
-.PHONY: all build execd egress server osb mcp controller task-executor image-committer images server-image kube-images run run-execd test deps unit e2e e2e-clean kube-assets cluster cluster-down kube-e2e bench lint fmt generate clean
+.PHONY: all build execd egress server osb mcp controller task-executor image-committer images server-image kube-images run run-execd test deps unit e2e e2e-clean kube-assets cluster cluster-down kube-e2e bench lint helmcheck fmt generate clean
 
 all: build
 
@@ -150,13 +150,22 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(GOFLAGS) ./...
+	cd tools/helmcheck && $(GO) vet $(GOFLAGS) ./...
+
+# Helm as a library (tools/helmcheck, a module of its own: Helm needs newer
+# k8s.io modules than ours): lint, template, install and uninstall of
+# deploy/helm/opensandbox. test/lint and test/kube build it themselves.
+helmcheck:
+	@mkdir -p $(BIN)
+	cd tools/helmcheck && $(GO) build $(GOFLAGS) -o $(abspath $(BIN))/helmcheck .
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 # Regenerates the custom resources' deep-copy code and CRD manifests
 # (deploy/crds/) from the kubebuilder markers in pkg/apis/ with a pinned
-# controller-gen; test/lint fails while they are stale.
+# controller-gen, and their copies in the Helm chart; test/lint fails while
+# they are stale.
 generate:
 	bash scripts/generate-crds.sh
 

@@ -30,3 +30,12 @@ go run "sigs.k8s.io/controller-tools/cmd/controller-gen@${CONTROLLER_GEN_VERSION
 # packages, which the object generator must not touch.
 go run "sigs.k8s.io/controller-tools/cmd/controller-gen@${CONTROLLER_GEN_VERSION}" \
 	rbac:roleName=opensandbox-controller paths=./internal/controller/... "output:rbac:dir=$rbacdir"
+
+# The Helm chart carries copies of both (a chart reads only its own files);
+# written on an in-tree run only, test/lint checks that they are identical.
+if [ $# -eq 0 ]; then
+	chart=deploy/helm/opensandbox
+	rm -f "$chart"/crds/*.yaml
+	cp "$crddir"/*.yaml "$chart/crds/"
+	cp "$rbacdir/role.yaml" "$chart/files/controller-clusterrole.yaml"
+fi
