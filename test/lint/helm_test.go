@@ -233,14 +233,16 @@ func ruleSet(rules []rbacv1.PolicyRule) map[string]string {
 
 // The server's Role: exactly this, nothing more.
 var serverRules = map[string]string{
-	"sandbox.opensandbox.io/batchsandboxes":   "create,delete,get,list,patch,update,watch",
-	"sandbox.opensandbox.io/pools":            "create,delete,get,list,patch,update,watch",
-	"sandbox.opensandbox.io/sandboxsnapshots": "create,delete,get,list,patch,update,watch",
+	"sandbox.opensandbox.io/batchsandboxes":            "create,delete,get,list,patch,update,watch",
+	"sandbox.opensandbox.io/pools":                     "create,delete,get,list,patch,update,watch",
+	"sandbox.opensandbox.io/sandboxsnapshots":          "create,delete,get,list,patch,update,watch",
+	"sandbox.opensandbox.io/batchsandboxes/finalizers": "update",
 	"/pods":                   "get,list,watch",
 	"/pods/log":               "get",
 	"/events":                 "list,watch",
-	"/secrets":                "create,delete,get,list,watch",
-	"/persistentvolumeclaims": "create,delete,get,list,watch",
+	"/secrets":                "create,delete,get,list,patch,watch",
+	"/persistentvolumeclaims": "create,delete,get,list,patch,watch",
+	"/configmaps":             "create,delete,get,list,update",
 }
 
 func checkRestricted(t *testing.T, what string, pod *corev1.PodSecurityContext, c *corev1.Container) {
