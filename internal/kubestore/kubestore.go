@@ -190,7 +190,7 @@ func (s *Store) awaitVisible(ctx context.Context, sandboxID, raw, rv string) err
 		return bs.Annotations[AnnotationOverrides] == raw || bs.ResourceVersion == rv, nil
 	})
 	if err != nil {
-		return fmt.Errorf("sandbox %s: the cache did not show the new overrides: %w", sandboxID, errors.Join(err, runtime.ErrUnavailable))
+		return fmt.Errorf("sandbox %s: the cache did not show the new overrides: %w", sandboxID, runtime.Classify(runtime.ErrUnavailable, err))
 	}
 	return nil
 }
@@ -367,5 +367,5 @@ func classify(what string, err error) error {
 	default:
 		class = runtime.ErrUnavailable
 	}
-	return fmt.Errorf("%s: %w", what, errors.Join(err, class))
+	return fmt.Errorf("%s: %w", what, runtime.Classify(class, err))
 }

@@ -42,6 +42,19 @@ var (
 	ErrHostPathNotAllowed = fmt.Errorf("host path not allowed: %w", ErrInvalid)
 )
 
+// Classify tags err, an engine's own error, with class (one of the
+// classes above): errors.Is finds both, and the message is err's. Drivers
+// wrap what their engine returns with it.
+func Classify(class, err error) error { return &classified{class: class, err: err} }
+
+type classified struct {
+	class error
+	err   error
+}
+
+func (c *classified) Error() string   { return c.err.Error() }
+func (c *classified) Unwrap() []error { return []error{c.class, c.err} }
+
 // Spec is everything needed to create a sandbox. The server validates and
 // normalises the request before building it.
 type Spec struct {

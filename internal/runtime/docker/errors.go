@@ -11,16 +11,6 @@ import (
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 )
 
-// classified is an engine error tagged with one of the runtime error
-// classes; errors.Is finds both the class and the engine's own error.
-type classified struct {
-	class error
-	err   error
-}
-
-func (c *classified) Error() string   { return c.err.Error() }
-func (c *classified) Unwrap() []error { return []error{c.class, c.err} }
-
 // classOf maps an engine error onto a runtime error class, or nil when
 // none fits (an internal engine failure).
 func classOf(err error) error {
@@ -52,12 +42,12 @@ func engineErr(err error, format string, args ...any) error {
 	}
 	msg := fmt.Sprintf(format, args...)
 	if class := classOf(err); class != nil {
-		return fmt.Errorf("%s: %w", msg, &classified{class: class, err: err})
+		return fmt.Errorf("%s: %w", msg, runtime.Classify(class, err))
 	}
 	return fmt.Errorf("%s: %w", msg, err)
 }
 
 // classErr wraps err (any error) as the given class with context.
 func classErr(class, err error, format string, args ...any) error {
-	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), &classified{class: class, err: err})
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), runtime.Classify(class, err))
 }

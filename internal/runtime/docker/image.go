@@ -159,7 +159,7 @@ func (r *Runtime) notPulled(ctx context.Context, spec runtime.Spec, local *image
 		what = fmt.Sprintf("is present locally only for %s/%s, not %s", local.Os, local.Architecture, platformString(spec.Platform))
 	}
 	return fmt.Errorf("docker: sandbox %s: image %s %s and could not be pulled (%w); %s",
-		spec.ID, spec.Image, what, &classified{class: runtime.ErrImagePull, err: pullErr}, r.localImagesNote(ctx))
+		spec.ID, spec.Image, what, runtime.Classify(runtime.ErrImagePull, pullErr), r.localImagesNote(ctx))
 }
 
 func platformString(p *runtime.Platform) string {

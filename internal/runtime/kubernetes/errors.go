@@ -13,16 +13,6 @@ import (
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 )
 
-// classified is an API error tagged with one of the runtime error classes;
-// errors.Is finds both the class and the API's own error.
-type classified struct {
-	class error
-	err   error
-}
-
-func (c *classified) Error() string   { return c.err.Error() }
-func (c *classified) Unwrap() []error { return []error{c.class, c.err} }
-
 // classOf maps an API error onto a runtime error class, or nil when none
 // fits (an internal failure).
 func classOf(err error) error {
@@ -58,7 +48,7 @@ func apiErr(err error, format string, args ...any) error {
 	}
 	msg := fmt.Sprintf(format, args...)
 	if class := classOf(err); class != nil {
-		return fmt.Errorf("%s: %w", msg, &classified{class: class, err: err})
+		return fmt.Errorf("%s: %w", msg, runtime.Classify(class, err))
 	}
 	return fmt.Errorf("%s: %w", msg, err)
 }
