@@ -100,12 +100,23 @@ var intendedDivergences = map[string]string{
 // strayBytes are the cases whose origin writes more than its answer. What
 // becomes of the next request then depends on when the stray bytes arrive
 // (http.Transport may have handed it to the connection already and fail
-// it), so only the first answer is compared, and the next must be its own
-// answer or a 502: never the stray bytes.
+// it), so only the first answer is compared, and with the proxy's client the
+// next must be its own answer or a 502: never the stray bytes.
 var strayBytes = map[string]bool{"resp HEAD with body": true, "resp 204 with body": true, "resp extra bytes": true}
+
+// stdMayDesync: http.Transport returns a connection to its idle pool before
+// its read loop has peeked for unsolicited bytes, so a request that takes
+// the connection in between reads the stray answer as its own (seen once
+// under CI load: the second request got "smuggled"). Only the proxy's
+// client is held to never desyncing; the standard side is the reference
+// for the first answer alone.
+func stdMayDesync(side string) bool { return side == "std" }
 
 func checkNoDesync(t *testing.T, side string, o outcome) []sandboxResp {
 	t.Helper()
+	if stdMayDesync(side) {
+		return o.sandbox[:min(len(o.sandbox), 1)]
+	}
 	if len(o.sandbox) != 2 {
 		t.Errorf("%s: sandbox got %v, want two answers", side, o.sandbox)
 		return o.sandbox

@@ -202,6 +202,9 @@ func firstAnswer(t *testing.T, side string, rs []sandboxResp) []sandboxResp {
 		}
 	}
 	for _, r := range rs[i:] {
+		if stdMayDesync(side) {
+			break
+		}
 		if r.Err == "" && r.Status >= 200 && !(r.Status == 200 && r.Body == "second" || r.Status == http.StatusBadGateway) {
 			t.Errorf("%s: the second request got %v", side, r)
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -734,7 +735,12 @@ func TestTimeoutEndsForkBomb(t *testing.T) {
 	e := newTestEnv(t, Options{KillGrace: 200 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	uid := uint32(65534)
+	// RLIMIT_NPROC counts every process of the uid, zombies included: a
+	// uid of this run's own, so neither an earlier run's unreaped bomb nor
+	// another test's processes use up the limit before the bomb starts
+	// (with nobody's uid the bomb sometimes never ran and the test passed
+	// without testing anything).
+	uid := uint32(200000 + rand.IntN(1<<20))
 	resp := e.post(t, ctx, sandbox.RunCommandRequest{
 		Command: "ulimit -u 300; timeout 20 bash -c ':(){ :|:& };:'",
 		Timeout: 1500, UID: &uid,
@@ -749,6 +755,16 @@ func TestTimeoutEndsForkBomb(t *testing.T) {
 	}
 	// Whatever happens, leave nothing running on the shared machine.
 	t.Cleanup(func() { syscall.Kill(-c.pgid, syscall.SIGKILL) })
+	// The premise: the bomb ran. Either the shell exited and the bomb runs
+	// on (asked of the command's process group at once, which a walk of
+	// /proc is not), or, on a loaded machine, the shell was still retrying
+	// forks when the timeout ended the command.
+	switch f := o.final; {
+	case f.Type == sandbox.EventExecutionComplete && syscall.Kill(-c.pgid, 0) == nil:
+	case f.Type == sandbox.EventError && f.Error != nil && len(f.Error.Traceback) > 0 && strings.Contains(f.Error.Traceback[0], "timed out"):
+	default:
+		t.Fatalf("test premise: the bomb should have run; final event %+v (error %+v), stderr %q", f, f.Error, o.stderr[:min(3, len(o.stderr))])
+	}
 	waitSessionEmpty(t, c.pgid)
 }
 

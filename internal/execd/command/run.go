@@ -156,8 +156,8 @@ func (m *Manager) killLeftoversAtTimeout(c *Command, timeout <-chan time.Time) {
 	tick := time.NewTicker(leftoverPoll)
 	defer tick.Stop()
 	for {
-		n, err := proc.CountTree(c.pgid)
-		if err != nil || n == 0 {
+		alive, n, err := proc.TreeAlive(c.pgid)
+		if err != nil || !alive {
 			return
 		}
 		select {

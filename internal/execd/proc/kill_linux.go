@@ -17,6 +17,16 @@ import (
 // only a process that calls setsid itself leaves it, and the descendant
 // walk catches those while their parents are alive.
 //
+// A scan of /proc is not a snapshot: readdir walks pids in order while a
+// fork bomb's generations each fork and exit within microseconds, and once
+// pids wrap a child can be born behind the walk while its parent dies ahead
+// of it. A scan that sees a churning tree then finds only its zombies, or
+// nothing (TestTimeoutEndsForkBomb failed that way: 300 processes alive, a
+// scan found 4 zombies and called the tree empty). So zombies still name
+// their process group, and the leader's own group is probed with kill(2),
+// which the kernel answers atomically; a group's id cannot be reused while
+// any member, zombie or not, is left.
+//
 // The sandbox runs in a Docker container whose cgroup v1 hierarchy is
 // mounted read-only, so a per-command child cgroup (and the cgroup
 // freezer) is not available to execd; see docs/execd.md.
@@ -28,13 +38,21 @@ type treeScan struct {
 	selfPG int
 }
 
-// scan returns the live (non-zombie) members of the tree and the process
-// groups they are in. Zombies are already dead: their parent or init reaps
-// them.
-func (t treeScan) scan() (pids []int, pgids map[int]bool) {
+// treeSeen is what one scan of /proc found of a tree.
+type treeSeen struct {
+	live    []int        // members not yet dead
+	zombies int          // dead members not yet reaped
+	pgids   map[int]bool // the process groups of all of them
+}
+
+// scan returns what /proc shows of the tree. Zombies are already dead
+// (their parent or the subreaper reaps them) and are never signalled, but
+// their groups are: a zombie's group may hold live members the walk missed.
+func (t treeScan) scan() treeSeen {
+	seen := treeSeen{pgids: map[int]bool{}}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil, nil
+		return seen
 	}
 	all := make(map[int]Stat, len(ents))
 	for _, e := range ents {
@@ -46,20 +64,27 @@ func (t treeScan) scan() (pids []int, pgids map[int]bool) {
 			all[p] = st
 		}
 	}
-	pgids = map[int]bool{}
 	for p, st := range all {
-		if p == t.self || p <= 1 || st.State == 'Z' || st.State == 'X' {
+		if p == t.self || p <= 1 || !t.inTree(p, st, all) {
 			continue
 		}
-		if !t.inTree(p, st, all) {
-			continue
-		}
-		pids = append(pids, p)
 		if st.PGRP > 1 && st.PGRP != t.selfPG {
-			pgids[st.PGRP] = true
+			seen.pgids[st.PGRP] = true
 		}
+		if st.State == 'Z' || st.State == 'X' {
+			seen.zombies++
+			continue
+		}
+		seen.live = append(seen.live, p)
 	}
-	return pids, pgids
+	return seen
+}
+
+// leaderGroupExists reports whether any process, live or zombie, is still
+// in the leader's process group: one kill(2) with signal 0, which the
+// kernel answers for the whole group at once.
+func (t treeScan) leaderGroupExists() bool {
+	return syscall.Kill(-t.leader, 0) != syscall.ESRCH
 }
 
 func (t treeScan) inTree(p int, st Stat, all map[int]Stat) bool {
@@ -103,35 +128,38 @@ func SignalTree(leader int, sig syscall.Signal) (int, error) {
 		return 0, err
 	}
 	signalTree(t, sig)
-	pids, _ := t.scan()
-	return len(pids), nil
+	return len(t.scan().live), nil
 }
 
-// CountTree returns how many live processes the tree led by leader has
-// (see KillTree for membership).
-func CountTree(leader int) (int, error) {
+// TreeAlive reports whether anything of the tree led by leader is left:
+// live members, zombies not yet reaped, or a non-empty leader's group
+// (which a scan of a churning tree can miss; see above). live is how many
+// live members the scan saw, for logs.
+func TreeAlive(leader int) (alive bool, live int, err error) {
 	t, err := newTreeScan(leader)
 	if err != nil {
-		return 0, err
+		return false, 0, err
 	}
-	pids, _ := t.scan()
-	return len(pids), nil
+	seen := t.scan()
+	return len(seen.live) > 0 || seen.zombies > 0 || t.leaderGroupExists(), len(seen.live), nil
 }
 
+// signalTree signals the tree and returns how many live members the scan
+// found.
 func signalTree(t treeScan, sig syscall.Signal) int {
 	// The leader's own group first: kill(-pgid) reaches every member of a
 	// group atomically, so a group that forks as fast as it can is still
 	// emptied in one call (the kernel restarts a fork that races with a
 	// group-wide signal).
 	syscall.Kill(-t.leader, sig)
-	pids, pgids := t.scan()
-	for pg := range pgids {
+	seen := t.scan()
+	for pg := range seen.pgids {
 		syscall.Kill(-pg, sig)
 	}
-	for _, p := range pids {
+	for _, p := range seen.live {
 		syscall.Kill(p, sig)
 	}
-	return len(pids)
+	return len(seen.live)
 }
 
 // KillTree sends SIGKILL to every process in the tree led by leader — its
@@ -149,14 +177,15 @@ func KillTree(ctx context.Context, leader int) error {
 	for pass := 1; ; pass++ {
 		if signalTree(t, syscall.SIGKILL) == 0 {
 			// Re-check after the kills: a process forked during the pass.
-			if pids, _ := t.scan(); len(pids) == 0 {
+			// The leader's group needs no probe here: the pass began with
+			// a kill of the whole group, after which none of it can fork.
+			if len(t.scan().live) == 0 {
 				return nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			pids, _ := t.scan()
-			return fmt.Errorf("kill process tree of %d: %d processes left after %d passes: %w", leader, len(pids), pass, ctx.Err())
+			return fmt.Errorf("kill process tree of %d: %d processes left after %d passes: %w", leader, len(t.scan().live), pass, ctx.Err())
 		case <-time.After(pause):
 		}
 		// Killed processes need a moment to exit; do not spin on them.
