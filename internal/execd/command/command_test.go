@@ -769,12 +769,40 @@ func TestTimeoutEndsForkBomb(t *testing.T) {
 }
 
 // The caller's processes are the OOM killer's first choice, execd is not.
+// The shell runs at execd's score until execd's write lands just after the
+// start, so the values are read once the stream's init event, sent after
+// the write, has arrived: the command waits for a file the test creates
+// then. (Children forked before the write are fixed after it: see
+// proc.TestSetUserOOMScoreAdjReachesEarlierChildren; one whose fork was
+// still inside the kernel at that instant is not, so none is checked here.)
 func TestCommandsGetHighOOMScoreAdj(t *testing.T) {
 	e := newTestEnv(t, Options{})
-	o := summarize(t, e.run(t, sandbox.RunCommandRequest{Command: "cat /proc/$$/oom_score_adj; cat /proc/self/oom_score_adj"}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	gate := filepath.Join(t.TempDir(), "gate")
+	resp := e.post(t, ctx, sandbox.RunCommandRequest{Command: "while [ ! -e " + gate + " ]; do sleep 0.01; done; " +
+		"cat /proc/$$/oom_score_adj; cat /proc/self/oom_score_adj"})
+	defer resp.Body.Close()
+	er := sandbox.NewEventReader(resp.Body)
+	if ev, err := er.Next(); err != nil || ev.Type != sandbox.EventInit {
+		t.Fatalf("first event = %+v, %v; want init", ev, err)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout []string
+	for {
+		ev, err := er.Next()
+		if err != nil {
+			break
+		}
+		if ev.Type == sandbox.EventStdout {
+			stdout = append(stdout, ev.Text)
+		}
+	}
 	want := strconv.Itoa(proc.UserOOMScoreAdj)
-	if !equal(o.stdout, []string{want, want}) {
-		t.Errorf("oom_score_adj of the shell and its child = %q, want %s", o.stdout, want)
+	if !equal(stdout, []string{want, want}) {
+		t.Errorf("oom_score_adj of the shell and its child = %q, want %s", stdout, want)
 	}
 	self, err := os.ReadFile("/proc/self/oom_score_adj")
 	if err != nil {
