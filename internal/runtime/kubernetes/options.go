@@ -148,6 +148,7 @@ type Runtime struct {
 	api    client.Reader        // reads from the API server
 	cs     kubernetes.Interface // logs and events
 	http   *http.Client
+	claims claimKeeper
 
 	stop    context.CancelFunc
 	stopped chan struct{} // closed when the cache has stopped
