@@ -144,7 +144,7 @@ bench: build images
 	$(GO) run $(GOFLAGS) ./bench/pool -server $(abspath $(BIN))/opensandbox-server -execd $(abspath $(BIN))/execd
 	$(GO) run $(GOFLAGS) ./bench/code -execd $(abspath $(BIN))/execd
 	$(GO) run $(GOFLAGS) ./bench/egress
-	$(GO) run $(GOFLAGS) ./bench/kube -controller $(abspath $(BIN))/opensandbox-controller
+	$(GO) run $(GOFLAGS) ./bench/kube -controller $(abspath $(BIN))/opensandbox-controller -server $(abspath $(BIN))/opensandbox-server -execd $(abspath $(BIN))/execd
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
