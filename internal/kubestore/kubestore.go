@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/opensandbox-go/opensandbox/internal/kubeerr"
 	"github.com/opensandbox-go/opensandbox/internal/lifecycle"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
@@ -354,17 +355,13 @@ func labelValue(s string) string {
 
 // classify wraps err with what failed and the runtime class it belongs to.
 func classify(what string, err error) error {
-	var class error
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case apierrors.IsNotFound(err):
-		class = runtime.ErrNotFound
-	case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err):
-		class = runtime.ErrConflict
-	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
-		class = runtime.ErrInvalid
-	default:
+	}
+	class := kubeerr.Class(err)
+	if class == nil {
+		// The store has no internal failures of its own to report: what
+		// the API did not classify is the cluster being unavailable.
 		class = runtime.ErrUnavailable
 	}
 	return fmt.Errorf("%s: %w", what, runtime.Classify(class, err))
