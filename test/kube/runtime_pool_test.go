@@ -75,7 +75,7 @@ func TestKubernetesRuntimePool(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out, ok := execdRun(ctx, t, a, spec.ExecdToken, "echo $POOLED_ENV"); !ok || out != "from-create "+ref+"\n" {
+		if out, ok := execdRun(ctx, t, a, spec.ExecdToken, `echo "$POOLED_ENV"`); !ok || out != "from-create "+ref+"\n" {
 			t.Fatalf("first command in %s: %q (ok %v), want the create's environment", spec.ID, out, ok)
 		}
 		t.Logf("poolRef %q: create -> first command %s", ref, time.Since(start).Round(time.Millisecond))

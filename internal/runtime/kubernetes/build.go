@@ -197,10 +197,6 @@ func (r *Runtime) batchSandbox(spec runtime.Spec, image string, pullSecrets, man
 		// Pool mode: the operator hands over a warm pod of the pool.
 		b.Spec.PoolRef = spec.PoolRef
 		ann[annPoolRef] = spec.PoolRef
-		if spec.PoolRef == sandboxv1alpha1.PoolRefAny {
-			// Any pool, as long as its execd can be claimed.
-			b.Spec.Template = &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{labelExecd: execdClaim}}}
-		}
 	} else {
 		tmpl, err := r.podTemplate(spec, image, pullSecrets)
 		if err != nil {

@@ -319,14 +319,6 @@ func TestPooledBatchSandbox(t *testing.T) {
 	if err != nil || sb.Entrypoint == nil || len(sb.Entrypoint) != 0 {
 		t.Errorf("Get of a pooled sandbox: entrypoint %#v, %v; want empty, not null", sb.Entrypoint, err)
 	}
-	// "*" only picks pools whose execd can be claimed.
-	minimal.PoolRef = "*"
-	if b, err = r.batchSandbox(minimal, "", nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	if b.Spec.Template == nil || b.Spec.Template.Labels[labelExecd] != execdClaim || len(b.Spec.Template.Spec.Containers) != 0 {
-		t.Errorf(`poolRef "*" template = %+v, want only the label %s`, b.Spec.Template, labelExecd)
-	}
 }
 
 func TestPoolTemplate(t *testing.T) {

@@ -45,6 +45,13 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (runtime.Sandbo
 		return runtime.Sandbox{}, err
 	}
 	start := time.Now()
+	if spec.PoolRef == sandboxv1alpha1.PoolRefAny {
+		ref, err := r.resolvePoolRef(ctx, spec)
+		if err != nil {
+			return runtime.Sandbox{}, err
+		}
+		spec.PoolRef = ref
+	}
 	image := spec.Image
 	if spec.SnapshotID != "" {
 		var err error

@@ -21,9 +21,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/opensandbox-go/opensandbox/internal/kubepool"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
+	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
 
@@ -121,11 +123,8 @@ func (r *Runtime) CreatePool(ctx context.Context, in runtime.Pool) (runtime.Pool
 // can claim.
 func (r *Runtime) poolTemplate(t *corev1.PodTemplateSpec) error {
 	ps := &t.Spec
-	i := slices.IndexFunc(ps.Containers, func(c corev1.Container) bool { return c.Name == mainContainer })
-	if i < 0 {
-		i = 0
-	}
-	c := &ps.Containers[i]
+	c := sandboxContainer(ps.Containers)
+	i := slices.IndexFunc(ps.Containers, func(x corev1.Container) bool { return x.Name == c.Name })
 	entry := slices.Concat(c.Command, c.Args)
 	switch {
 	case len(c.Command) == 1 && c.Command[0] == execdBinary:
@@ -156,6 +155,52 @@ func (r *Runtime) poolTemplate(t *corev1.PodTemplateSpec) error {
 		ps.ServiceAccountName = r.opts.ServiceAccount
 	}
 	return nil
+}
+
+// resolvePoolRef picks the pool of a poolRef "*": among the namespace's
+// pools made for sandboxes (their execd can be claimed), those whose main
+// container runs spec.Image when the spec names one, the one with the
+// most available pods. (The operator's own "*" matching would also take
+// pools whose pods cannot be claimed.)
+func (r *Runtime) resolvePoolRef(ctx context.Context, spec runtime.Spec) (string, error) {
+	var list sandboxv1alpha1.PoolList
+	if err := r.direct.List(ctx, &list, client.InNamespace(r.ns)); err != nil {
+		return "", apiErr(err, "kubernetes: sandbox %s: list the pools for poolRef \"*\"", spec.ID)
+	}
+	var fit []sandboxv1alpha1.Pool
+	for _, p := range list.Items {
+		t := p.Spec.Template
+		if p.DeletionTimestamp != nil || t.Labels[labelExecd] != execdClaim || len(t.Spec.Containers) == 0 {
+			continue
+		}
+		if spec.Image != "" && sandboxContainer(t.Spec.Containers).Image != spec.Image {
+			continue
+		}
+		fit = append(fit, p)
+	}
+	if len(fit) == 0 {
+		what := "no pool of namespace " + r.ns + " was made for sandboxes (through /pools)"
+		if spec.Image != "" {
+			what = "no pool of namespace " + r.ns + " made for sandboxes runs image " + spec.Image
+		}
+		return "", classErr(runtime.ErrInvalid, "kubernetes: sandbox %s: poolRef \"*\": %s", spec.ID, what)
+	}
+	slices.SortStableFunc(fit, func(a, b sandboxv1alpha1.Pool) int {
+		if a.Status.Available != b.Status.Available {
+			return int(b.Status.Available - a.Status.Available)
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return fit[0].Name, nil
+}
+
+// sandboxContainer is the container of a pool's pods that runs execd: the
+// one named "main", else the first.
+func sandboxContainer(cs []corev1.Container) *corev1.Container {
+	if i := slices.IndexFunc(cs, func(c corev1.Container) bool { return c.Name == mainContainer }); i >= 0 {
+		return &cs[i]
+	}
+	return &cs[0]
 }
 
 // errClaimedBefore: the pod's execd was claimed by someone else; it must
