@@ -15,6 +15,8 @@
 //                          is unavailable
 //   COMPAT_RUN_ID          value of the "compat" metadata put on every sandbox
 //                          (default generated), so a caller can find leftovers
+//   COMPAT_RUNTIME         "docker" (default) or "kubernetes": the server's
+//                          runtime, for the few messages that come from it
 //
 // Every step prints "ok <mode>/<step>" or "FAIL <mode>/<step>: <error>";
 // steps that depend on a failed one print "skip ...". The exit code is 0 only
@@ -35,6 +37,7 @@ const MODES = (process.env.COMPAT_MODES || "direct,proxy")
   .map((s) => s.trim())
   .filter(Boolean);
 const RUN = process.env.COMPAT_RUN_ID || `compat-${process.pid}-${Date.now()}`;
+const RUNTIME = process.env.COMPAT_RUNTIME || "docker";
 
 if (!process.env.OPEN_SANDBOX_DOMAIN) {
   console.error("OPEN_SANDBOX_DOMAIN is not set (e.g. 127.0.0.1:8080)");
@@ -754,6 +757,12 @@ async function missingImageCheck() {
       if (!(err instanceof SandboxApiException)) throw err;
       eq(err.statusCode, 400, "statusCode");
       eq(err.error?.code, "IMAGE_PULL_FAILED", "error.code");
+      if (RUNTIME === "kubernetes") {
+        // The kubelet's own account of the pull, with the image named.
+        assert(err.message.includes(image) && /ErrImagePull|ImagePullBackOff/.test(err.message),
+          `message ${JSON.stringify(err.message)} does not name the image and the kubelet's pull failure`);
+        return;
+      }
       const want = `image ${image} is not present locally and could not be pulled (`;
       assert(err.message.includes(want), `message ${JSON.stringify(err.message)} does not say ${JSON.stringify(want)}`);
       assert(/local opensandbox images: |no local opensandbox images/.test(err.message),
