@@ -144,20 +144,42 @@ func decodeOverrides(bs *sandboxv1alpha1.BatchSandbox) (lifecycle.Overrides, err
 // expiry into its spec.expireTime, in one conflict-checked update; it
 // returns once the reader shows the update.
 func (s *Store) PutOverrides(ctx context.Context, sandboxID string, o lifecycle.Overrides) error {
-	raw, err := json.Marshal(o)
-	if err != nil {
-		return fmt.Errorf("encode the overrides of sandbox %s: %w", sandboxID, err)
-	}
-	var written string
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	return s.UpdateOverrides(ctx, sandboxID, func(cur *lifecycle.Overrides) error {
+		*cur = o
+		return nil
+	})
+}
+
+// UpdateOverrides applies change to the overrides on sandboxID's
+// BatchSandbox as read from the API server, and writes them (with a
+// renewed expiry in spec.expireTime) in an update guarded by the
+// resourceVersion read: another server's write in between is a conflict,
+// on which it reads again and applies change again. It returns once the
+// reader shows the update; an error of change is returned as it is.
+func (s *Store) UpdateOverrides(ctx context.Context, sandboxID string, change func(*lifecycle.Overrides) error) error {
+	var raw, written string
+	var changeErr error
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var bs sandboxv1alpha1.BatchSandbox
 		if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: sandboxID}, &bs); err != nil {
 			return err
 		}
+		o, err := decodeOverrides(&bs)
+		if err != nil {
+			return err
+		}
+		if changeErr = change(&o); changeErr != nil {
+			return nil
+		}
+		b, err := json.Marshal(o)
+		if err != nil {
+			return fmt.Errorf("encode the overrides of sandbox %s: %w", sandboxID, err)
+		}
+		raw = string(b)
 		if bs.Annotations == nil {
 			bs.Annotations = map[string]string{}
 		}
-		bs.Annotations[AnnotationOverrides] = string(raw)
+		bs.Annotations[AnnotationOverrides] = raw
 		if o.ExpiresAt != nil {
 			bs.Spec.ExpireTime = &metav1.Time{Time: *o.ExpiresAt}
 		}
@@ -167,10 +189,13 @@ func (s *Store) PutOverrides(ctx context.Context, sandboxID string, o lifecycle.
 		written = bs.ResourceVersion
 		return nil
 	})
-	if err != nil {
+	switch {
+	case changeErr != nil:
+		return changeErr
+	case err != nil:
 		return classify(fmt.Sprintf("write the overrides of sandbox %s", sandboxID), err)
 	}
-	return s.awaitVisible(ctx, sandboxID, string(raw), written)
+	return s.awaitVisible(ctx, sandboxID, raw, written)
 }
 
 // awaitVisible waits until the reader shows sandboxID with the overrides
