@@ -6,7 +6,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"net/http"
@@ -118,26 +117,10 @@ func apiRound(base, image string) (time.Duration, breakdown, error) {
 	}
 	t2 := time.Now()
 	bd.add("GET endpoint (client)", t2.Sub(t1))
-	req, _ := http.NewRequestWithContext(context.Background(), "POST", "http://"+ep.Endpoint+"/command", strings.NewReader(`{"command":"echo hi"}`))
-	for k, v := range ep.Headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
+	got, err := benchkit.EchoHi(ep)
 	if err != nil {
 		return 0, nil, err
 	}
-	er := sandbox.NewEventReader(resp.Body)
-	got := ""
-	for {
-		ev, err := er.Next()
-		if err != nil {
-			break
-		}
-		if ev.Type == sandbox.EventStdout {
-			got = ev.Text
-		}
-	}
-	resp.Body.Close()
 	d := time.Since(t0)
 	if got != "hi" {
 		return 0, nil, fmt.Errorf("first command printed %q", got)

@@ -133,16 +133,30 @@ func FirstCommand(base, apiKey string, req sandbox.CreateSandboxRequest) (time.D
 	if _, err := Call("GET", base+"/v1/sandboxes/"+created.ID+"/endpoints/44772", apiKey, nil, &ep); err != nil {
 		return 0, err
 	}
-	cmd, err := http.NewRequest("POST", "http://"+ep.Endpoint+"/command", strings.NewReader(`{"command":"echo hi"}`))
+	got, err := EchoHi(ep)
 	if err != nil {
 		return 0, err
+	}
+	d := time.Since(t0)
+	if got != "hi" {
+		return 0, fmt.Errorf("sandbox %s: the first command printed %q", created.ID, got)
+	}
+	return d, nil
+}
+
+// EchoHi runs `echo hi` through execd at ep and returns what it printed
+// last on stdout.
+func EchoHi(ep sandbox.Endpoint) (string, error) {
+	req, err := http.NewRequest("POST", "http://"+ep.Endpoint+"/command", strings.NewReader(`{"command":"echo hi"}`))
+	if err != nil {
+		return "", err
 	}
 	for k, v := range ep.Headers {
-		cmd.Header.Set(k, v)
+		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(cmd)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, err
+		return "", err
 	}
 	defer resp.Body.Close()
 	er := sandbox.NewEventReader(resp.Body)
@@ -150,15 +164,10 @@ func FirstCommand(base, apiKey string, req sandbox.CreateSandboxRequest) (time.D
 	for {
 		ev, err := er.Next()
 		if err != nil {
-			break
+			return got, nil
 		}
 		if ev.Type == sandbox.EventStdout {
 			got = ev.Text
 		}
 	}
-	d := time.Since(t0)
-	if got != "hi" {
-		return 0, fmt.Errorf("sandbox %s: the first command printed %q", created.ID, got)
-	}
-	return d, nil
 }
