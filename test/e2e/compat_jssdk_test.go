@@ -19,7 +19,7 @@ import (
 // test/compat/js/package-lock.json), unchanged: test/compat/js/compat.mjs
 // creates sandboxes through it, with direct endpoints and through the server
 // proxy, and walks commands, sessions, files, metrics, renew, metadata,
-// list, pause/resume and kill. Any step the SDK cannot complete against our
+// list, snapshots, pause/resume and kill. Any step the SDK cannot complete against our
 // wire format fails the test with the script's whole output.
 func TestCompatJSSDK(t *testing.T) {
 	binPath(t, "opensandbox-server") // skips unless OSB_E2E=1

@@ -471,6 +471,41 @@ async function runMode(mode) {
       fail("getSandboxInfo of an unknown id did not throw");
     });
 
+    await step("snapshot", ["create"], async () => {
+      await sbx.commands.run("mkdir -p /srv/compat && echo kept-by-snapshot > /srv/compat/snap");
+      const snap = await manager.createSnapshot(sbx.id, { name: `compat-${mode}` });
+      assert(typeof snap.id === "string" && snap.id.length > 0, `snapshot id ${JSON.stringify(snap.id)}`);
+      eq(snap.sandboxId, sbx.id, "snapshot.sandboxId");
+      await waitFor("snapshot Ready", async () => {
+        const info = await manager.getSnapshot(snap.id);
+        if (info.status?.state === "Failed") fail(`snapshot failed: ${JSON.stringify(info.status)}`);
+        return info.status?.state === "Ready";
+      }, 300_000, 500);
+      const list = await manager.listSnapshots({});
+      assert(list.items.some((x) => x.id === snap.id), "listSnapshots does not list the snapshot");
+      // The restored sandbox shares this mode's ConnectionConfig (and its
+      // transport): kill it, do not close it.
+      const restored = await Sandbox.create({
+        connectionConfig: config, snapshotId: snap.id, timeoutSeconds: 300, metadata, readyTimeoutSeconds: 120,
+      });
+      try {
+        const ex = await restored.commands.run("cat /srv/compat/snap");
+        eq(stdoutLines(ex), ["kept-by-snapshot"], "file in the sandbox restored from the snapshot");
+      } finally {
+        await restored.kill().catch(() => undefined);
+      }
+      await manager.deleteSnapshot(snap.id);
+      await waitFor("snapshot gone", async () => {
+        try {
+          await manager.getSnapshot(snap.id);
+          return false;
+        } catch (err) {
+          if (err instanceof SandboxApiException && err.statusCode === 404) return true;
+          throw err;
+        }
+      }, 120_000, 500);
+    });
+
     await step("pause", ["create"], async () => {
       await sbx.pause();
       await waitFor("state Paused", async () => (await manager.getSandboxInfo(sbx.id)).status.state === "Paused");
