@@ -26,25 +26,35 @@ func newKubernetesRuntime(ctx context.Context, cfg serverconfig.Config, logger *
 		return nil, nil, nil, err
 	}
 	rt, err := kubernetes.New(ctx, kubernetes.Options{
-		Kubeconfig:         k.KubeconfigPath,
-		Namespace:          k.Namespace,
-		ServiceAccount:     k.ServiceAccount,
-		ExecdImage:         cfg.Runtime.ExecdImage,
-		ImagePullPolicy:    corev1.PullPolicy(k.ImagePullPolicy),
-		TemplateFile:       k.BatchSandboxTemplateFile,
-		CreateTimeout:      k.CreateTimeout(),
-		SnapshotTimeout:    k.SnapshotTimeout(),
-		InformerResync:     k.InformerResync(),
-		ReadQPS:            qps(k.ReadQPS),
-		ReadBurst:          k.ReadBurst,
-		WriteQPS:           qps(k.WriteQPS),
-		WriteBurst:         k.WriteBurst,
-		ExecdInitResources: res,
-		RuntimeClassName:   cfg.SecureRuntime.K8sRuntimeClass,
-		Logger:             logger,
+		Kubeconfig:          k.KubeconfigPath,
+		Namespace:           k.Namespace,
+		ServiceAccount:      k.ServiceAccount,
+		ExecdImage:          cfg.Runtime.ExecdImage,
+		ImagePullPolicy:     corev1.PullPolicy(k.ImagePullPolicy),
+		TemplateFile:        k.BatchSandboxTemplateFile,
+		CreateTimeout:       k.CreateTimeout(),
+		SnapshotTimeout:     k.SnapshotTimeout(),
+		InformerResync:      k.InformerResync(),
+		ReadQPS:             qps(k.ReadQPS),
+		ReadBurst:           k.ReadBurst,
+		WriteQPS:            qps(k.WriteQPS),
+		WriteBurst:          k.WriteBurst,
+		ExecdInitResources:  res,
+		RuntimeClassName:    cfg.SecureRuntime.K8sRuntimeClass,
+		EgressImage:         cfg.Egress.Image,
+		EgressMode:          cfg.Egress.Mode,
+		EgressDNSUpstreams:  cfg.Egress.DNSUpstream,
+		EgressDenyWebhook:   cfg.Egress.DenyWebhook,
+		EgressBlockDoH:      cfg.Egress.BlockDoH443,
+		EgressDoHBlocklist:  cfg.Egress.DoHBlocklist,
+		EgressAllowMetadata: cfg.Egress.AllowMetadata,
+		Logger:              logger,
 	})
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if cfg.Egress.UpstreamCAFile != "" || cfg.Egress.EgressPath != "" {
+		logger.Warn("egress.upstream_ca_file and egress.egress_path are not used on Kubernetes: the sidecar runs egress.image")
 	}
 	st, err := kubestore.New(kubestore.Options{
 		Client:    rt.APIClient(),

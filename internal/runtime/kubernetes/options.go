@@ -93,6 +93,24 @@ type Options struct {
 	ExecdInitResources corev1.ResourceRequirements
 	// RuntimeClassName of the sandbox pods (secure_runtime); "" none.
 	RuntimeClassName string
+	// EgressImage runs the egress sidecar of sandboxes with a network
+	// policy (egress.image); default DefaultEgressImage.
+	EgressImage string
+	// EgressMode is the sidecar's enforcement mode (egress.mode); "" is
+	// the sidecar's default (dns+nft).
+	EgressMode string
+	// EgressDNSUpstreams are the resolvers the sidecar forwards allowed
+	// names to (egress.dns_upstream); empty: the pod's resolv.conf.
+	EgressDNSUpstreams []string
+	// EgressDenyWebhook receives the sidecar's denials (egress.deny_webhook).
+	EgressDenyWebhook string
+	// EgressBlockDoH and EgressDoHBlocklist drop DNS over HTTPS
+	// (egress.block_doh_443, egress.doh_blocklist).
+	EgressBlockDoH     bool
+	EgressDoHBlocklist []string
+	// EgressAllowMetadata lets policies allow link-local metadata
+	// addresses (egress.allow_metadata).
+	EgressAllowMetadata bool
 	// Logger receives the driver's logs; nil is slog.Default().
 	Logger *slog.Logger
 }
@@ -100,6 +118,9 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.ExecdImage == "" {
 		o.ExecdImage = DefaultExecdImage
+	}
+	if o.EgressImage == "" {
+		o.EgressImage = DefaultEgressImage
 	}
 	if o.ImagePullPolicy == "" {
 		o.ImagePullPolicy = corev1.PullIfNotPresent
