@@ -360,3 +360,50 @@ func procStart(d string) time.Time {
 	}
 	return time.Unix(btime, 0).Add(time.Duration(ticks) * 10 * time.Millisecond)
 }
+
+// TestKubernetesRuntimeEgressCA runs a sandbox with the credential proxy:
+// the sidecar's CA certificate reaches the main container through a
+// read-only volume before execd starts, and execd trusts it in the
+// image's bundle.
+func TestKubernetesRuntimeEgressCA(t *testing.T) {
+	c := connect(t)
+	ns := c.namespace(t)
+	c.startOperator(t, ns)
+	cl := c.sandboxClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*podTimeout)
+	defer cancel()
+	rt, err := kubernetes.New(ctx, kubernetes.Options{RESTConfig: c.config, Namespace: ns, ExecdImage: pauseExecdImage, CreateTimeout: podTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	id := "eg-" + token(t)
+	t.Cleanup(func() { removeSandbox(t, cl, ns, id) })
+	spec := runtime.Spec{
+		ID: id, Image: baseImage, Entrypoint: []string{"sleep", "infinity"}, ExecdToken: "tok-" + token(t),
+		Egress: &runtime.Egress{Policy: []byte(`{"defaultAction":"deny"}`), Token: "egress-" + token(t), CredentialProxy: true},
+	}
+	if _, err := rt.Create(ctx, spec); err != nil {
+		t.Fatalf("Create with the credential proxy: %v", err)
+	}
+	a, err := rt.Address(ctx, id, sandbox.ExecdPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(cmd string) (string, bool) { return execdRun(ctx, t, a, spec.ExecdToken, cmd) }
+	ca, ok := run("cat $OPENSANDBOX_EGRESS_CA_FILE")
+	if !ok || !strings.Contains(ca, "BEGIN CERTIFICATE") {
+		t.Fatalf("the egress CA in the main container: %q (ok %v)", ca, ok)
+	}
+	// The bundle holds the certificate's base64 lines.
+	body := strings.Split(strings.TrimSpace(ca), "\n")
+	if out, ok := run("grep -cF -- '" + body[len(body)/2] + "' /etc/ssl/certs/ca-certificates.crt"); !ok || strings.TrimSpace(out) == "0" {
+		t.Errorf("the system bundle does not hold the egress CA: %q (ok %v)", out, ok)
+	}
+	if out, ok := run("echo x > $(dirname $OPENSANDBOX_EGRESS_CA_FILE)/other 2>&1"); ok {
+		t.Errorf("the CA volume is writable from the main container: %q", out)
+	}
+	if err := rt.Delete(ctx, id); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+}
