@@ -26,35 +26,26 @@ func newKubernetesRuntime(ctx context.Context, cfg serverconfig.Config, logger *
 		return nil, nil, nil, err
 	}
 	rt, err := kubernetes.New(ctx, kubernetes.Options{
-		Kubeconfig:          k.KubeconfigPath,
-		Namespace:           k.Namespace,
-		ServiceAccount:      k.ServiceAccount,
-		ExecdImage:          cfg.Runtime.ExecdImage,
-		ImagePullPolicy:     corev1.PullPolicy(k.ImagePullPolicy),
-		TemplateFile:        k.BatchSandboxTemplateFile,
-		CreateTimeout:       k.CreateTimeout(),
-		SnapshotTimeout:     k.SnapshotTimeout(),
-		InformerResync:      k.InformerResync(),
-		ReadQPS:             qps(k.ReadQPS),
-		ReadBurst:           k.ReadBurst,
-		WriteQPS:            qps(k.WriteQPS),
-		WriteBurst:          k.WriteBurst,
-		ExecdInitResources:  res,
-		RuntimeClassName:    cfg.SecureRuntime.K8sRuntimeClass,
-		EgressImage:         cfg.Egress.Image,
-		EgressMode:          cfg.Egress.Mode,
-		EgressDNSUpstreams:  cfg.Egress.DNSUpstream,
-		EgressDenyWebhook:   cfg.Egress.DenyWebhook,
-		EgressBlockDoH:      cfg.Egress.BlockDoH443,
-		EgressDoHBlocklist:  cfg.Egress.DoHBlocklist,
-		EgressAllowMetadata: cfg.Egress.AllowMetadata,
-		Logger:              logger,
+		Kubeconfig:         k.KubeconfigPath,
+		Namespace:          k.Namespace,
+		ServiceAccount:     k.ServiceAccount,
+		ExecdImage:         cfg.Runtime.ExecdImage,
+		ImagePullPolicy:    corev1.PullPolicy(k.ImagePullPolicy),
+		TemplateFile:       k.BatchSandboxTemplateFile,
+		CreateTimeout:      k.CreateTimeout(),
+		SnapshotTimeout:    k.SnapshotTimeout(),
+		InformerResync:     k.InformerResync(),
+		ReadQPS:            qps(k.ReadQPS),
+		ReadBurst:          k.ReadBurst,
+		WriteQPS:           qps(k.WriteQPS),
+		WriteBurst:         k.WriteBurst,
+		ExecdInitResources: res,
+		RuntimeClassName:   cfg.SecureRuntime.K8sRuntimeClass,
+		Egress:             kubernetesEgress(cfg.Egress, logger),
+		Logger:             logger,
 	})
 	if err != nil {
 		return nil, nil, nil, err
-	}
-	if cfg.Egress.UpstreamCAFile != "" || cfg.Egress.EgressPath != "" {
-		logger.Warn("egress.upstream_ca_file and egress.egress_path are not used on Kubernetes: the sidecar runs egress.image")
 	}
 	st, err := kubestore.New(kubestore.Options{
 		Client:    rt.APIClient(),
@@ -67,6 +58,18 @@ func newKubernetesRuntime(ctx context.Context, cfg serverconfig.Config, logger *
 		return nil, nil, nil, err
 	}
 	return rt, st, rt.Close, nil
+}
+
+// kubernetesEgress maps the [egress] table onto the driver's sidecar
+// options; the keys only the Docker driver uses are warned about.
+func kubernetesEgress(e serverconfig.Egress, logger *slog.Logger) kubernetes.EgressOptions {
+	if e.UpstreamCAFile != "" || e.EgressPath != "" {
+		logger.Warn("egress.upstream_ca_file and egress.egress_path are not used on Kubernetes: the sidecar runs egress.image")
+	}
+	return kubernetes.EgressOptions{
+		Image: e.Image, Mode: e.Mode, DNSUpstreams: e.DNSUpstream, DenyWebhook: e.DenyWebhook,
+		BlockDoH: e.BlockDoH443, DoHBlocklist: e.DoHBlocklist, AllowMetadata: e.AllowMetadata,
+	}
 }
 
 // qps maps the config's rate (0 = unlimited) onto the driver's (0 = its

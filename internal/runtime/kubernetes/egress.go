@@ -107,7 +107,7 @@ func (r *Runtime) addEgress(ps *corev1.PodSpec, i int, spec runtime.Spec) error 
 	}
 	startup := int32(r.opts.CreateTimeout.Seconds())
 	sc := corev1.Container{
-		Name: egressContainer, Image: r.opts.EgressImage, ImagePullPolicy: r.opts.ImagePullPolicy,
+		Name: egressContainer, Image: r.opts.Egress.Image, ImagePullPolicy: r.opts.ImagePullPolicy,
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
 		Env:           env,
 		Ports:         []corev1.ContainerPort{{Name: "egress", ContainerPort: sandbox.EgressPort, Protocol: corev1.ProtocolTCP}},
@@ -171,18 +171,18 @@ func dropNetCaps(c *corev1.Container) {
 func (r *Runtime) egressEnv(spec runtime.Spec) ([]corev1.EnvVar, error) {
 	e := egressenv.Env{
 		SandboxID:       spec.ID,
-		Mode:            r.opts.EgressMode,
+		Mode:            r.opts.Egress.Mode,
 		Rules:           string(spec.Egress.Policy),
 		PolicyFile:      egressPolicyFile,
 		CredentialProxy: spec.Egress.CredentialProxy,
 		CAFile:          egressCAFile,
-		DenyWebhook:     r.opts.EgressDenyWebhook,
-		DNSUpstreams:    r.opts.EgressDNSUpstreams,
-		AllowMetadata:   r.opts.EgressAllowMetadata,
+		DenyWebhook:     r.opts.Egress.DenyWebhook,
+		DNSUpstreams:    r.opts.Egress.DNSUpstreams,
+		AllowMetadata:   r.opts.Egress.AllowMetadata,
 	}
-	if r.opts.EgressBlockDoH {
+	if r.opts.Egress.BlockDoH {
 		e.BlockDoH = true
-		for _, s := range r.opts.EgressDoHBlocklist {
+		for _, s := range r.opts.Egress.DoHBlocklist {
 			p, err := netip.ParsePrefix(s)
 			if err != nil {
 				a, aerr := netip.ParseAddr(s)

@@ -23,8 +23,8 @@ func hasCap(list []corev1.Capability, c corev1.Capability) bool { return slices.
 
 func TestEgressPod(t *testing.T) {
 	r := testRuntime()
-	r.opts.EgressMode = "dns+nft"
-	r.opts.EgressDNSUpstreams = []string{"10.96.0.10"}
+	r.opts.Egress.Mode = "dns+nft"
+	r.opts.Egress.DNSUpstreams = []string{"10.96.0.10"}
 	r.base = corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 		InitContainers: []corev1.Container{{Name: "site-init", Image: "init:1"}},
 		Containers: []corev1.Container{{Name: "helper", Image: "helper:1", SecurityContext: &corev1.SecurityContext{
@@ -173,8 +173,8 @@ func TestEgressRefused(t *testing.T) {
 	}
 	spec.PoolRef = ""
 	r := testRuntime()
-	r.opts.EgressBlockDoH = true
-	r.opts.EgressDoHBlocklist = []string{"not-an-ip"}
+	r.opts.Egress.BlockDoH = true
+	r.opts.Egress.DoHBlocklist = []string{"not-an-ip"}
 	if _, err := r.batchSandbox(spec, spec.Image, nil, nil); err == nil {
 		t.Errorf("a bad DoH blocklist was accepted")
 	}
