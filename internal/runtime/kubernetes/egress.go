@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/opensandbox-go/opensandbox/internal/egress/egressenv"
@@ -99,22 +98,22 @@ func (r *Runtime) addEgress(ps *corev1.PodSpec, i int, spec runtime.Spec) error 
 	for j := range ps.Containers {
 		dropNetCaps(&ps.Containers[j])
 	}
-	probe := func(failures int32) *corev1.Probe {
-		return &corev1.Probe{
-			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(sandbox.EgressPort)}},
-			PeriodSeconds: 1, TimeoutSeconds: 1, FailureThreshold: failures,
-		}
-	}
 	startup := int32(r.opts.CreateTimeout.Seconds())
 	sc := corev1.Container{
 		Name: egressContainer, Image: r.opts.Egress.Image, ImagePullPolicy: r.opts.ImagePullPolicy,
 		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
 		Env:           env,
 		Ports:         []corev1.ContainerPort{{Name: "egress", ContainerPort: sandbox.EgressPort, Protocol: corev1.ProtocolTCP}},
-		StartupProbe:  probe(max(startup, 10)),
-		// Not ready while it is down: the pod then has no network.
-		ReadinessProbe: probe(1),
-		Resources:      corev1.ResourceRequirements{Requests: egressRequests.DeepCopy(), Limits: egressLimits.DeepCopy()},
+		// An exec probe: /healthz over loopback, which the sidecar's API
+		// guard always lets in, whatever address the kubelet's own probes
+		// would come from. It runs again after every restart; the pod's
+		// main container is not ready while the sidecar is down (its
+		// replies are dropped), so no readiness probe of its own.
+		StartupProbe: &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/egress", "healthcheck"}}},
+			PeriodSeconds: 1, TimeoutSeconds: 3, FailureThreshold: max(startup, 10),
+		},
+		Resources: corev1.ResourceRequirements{Requests: egressRequests.DeepCopy(), Limits: egressLimits.DeepCopy()},
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: egressCAVolume, MountPath: egressCADir},
 			{Name: egressStateVolume, MountPath: egressStateDir},

@@ -56,9 +56,11 @@ func TestEgressPod(t *testing.T) {
 	if sc.Image != DefaultEgressImage || sc.RestartPolicy == nil || *sc.RestartPolicy != corev1.ContainerRestartPolicyAlways {
 		t.Errorf("sidecar image %q restartPolicy %v: want a native sidecar of %s", sc.Image, sc.RestartPolicy, DefaultEgressImage)
 	}
-	if sc.StartupProbe == nil || sc.StartupProbe.HTTPGet == nil || sc.StartupProbe.HTTPGet.Path != "/healthz" ||
-		sc.StartupProbe.HTTPGet.Port.IntValue() != sandbox.EgressPort || sc.ReadinessProbe == nil {
-		t.Errorf("sidecar probes %+v %+v", sc.StartupProbe, sc.ReadinessProbe)
+	if sc.StartupProbe == nil || sc.StartupProbe.Exec == nil || !slices.Equal(sc.StartupProbe.Exec.Command, []string{"/egress", "healthcheck"}) {
+		t.Errorf("sidecar startup probe %+v", sc.StartupProbe)
+	}
+	if len(sc.Ports) != 1 || sc.Ports[0].ContainerPort != sandbox.EgressPort {
+		t.Errorf("sidecar ports %+v", sc.Ports)
 	}
 	sec := sc.SecurityContext
 	if sec == nil || sec.Capabilities == nil || !slices.Equal(sec.Capabilities.Add, []corev1.Capability{"NET_ADMIN"}) ||
