@@ -223,6 +223,9 @@ func TestKubernetesRuntimeEgress(t *testing.T) {
 	if err := rt.Delete(ctx, id); err != nil {
 		t.Fatalf("Delete: %v", err)
 	}
+	if left := leftovers(t, c, cl, ns, id); len(left) > 0 {
+		t.Errorf("Delete left %v", left)
+	}
 }
 
 type probeLine struct {
@@ -405,5 +408,117 @@ func TestKubernetesRuntimeEgressCA(t *testing.T) {
 	}
 	if err := rt.Delete(ctx, id); err != nil {
 		t.Fatalf("Delete: %v", err)
+	}
+	if left := leftovers(t, c, cl, ns, id); len(left) > 0 {
+		t.Errorf("Delete left %v", left)
+	}
+}
+
+// TestKubernetesRuntimeEgressPause pauses and resumes a sandbox with a
+// network policy: the operator commits the main container only and makes
+// the pod again from the template, sidecar included, so the resumed
+// sandbox is behind the policy again before anything of it runs.
+func TestKubernetesRuntimeEgressPause(t *testing.T) {
+	c := connect(t)
+	state := os.Getenv("OSB_KUBE_STATE")
+	if state == "" {
+		state = defaultState
+	}
+	sock := clusterEnv(t, state)["OSB_KUBE_CONTAINERD_SOCK"]
+	if sock == "" {
+		t.Fatalf("%s/cluster.env names no OSB_KUBE_CONTAINERD_SOCK", state)
+	}
+	ns := c.namespace(t)
+	c.startOperator(t, ns, "--snapshot-registry", c.registry, "--snapshot-registry-insecure",
+		"--containerd-socket-path", sock, "--image-committer-image", "opensandbox/image-committer:latest",
+		"--commit-job-timeout", "3m")
+	cl := c.sandboxClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*podTimeout+2*snapshotTimeout)
+	defer cancel()
+	allowTok, denyTok := "allowed-"+token(t), "denied-"+token(t)
+	c.createPod(t, ns, listenerPod("allowed", baseImage, corev1.PullIfNotPresent, allowTok))
+	c.createPod(t, ns, listenerPod("denied", baseImage, corev1.PullIfNotPresent, denyTok))
+	allowed := c.waitReady(t, ns, "allowed").Status.PodIP
+	denied := c.waitReady(t, ns, "denied").Status.PodIP
+
+	rt, err := kubernetes.New(ctx, kubernetes.Options{RESTConfig: c.config, Namespace: ns, ExecdImage: pauseExecdImage,
+		CreateTimeout: podTimeout, SnapshotTimeout: snapshotTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	id := "eg-" + token(t)
+	t.Cleanup(func() { removeSandbox(t, cl, ns, id) })
+	spec := runtime.Spec{
+		ID: id, Image: baseImage, Entrypoint: []string{"sleep", "infinity"}, ExecdToken: "tok-" + token(t),
+		Egress: &runtime.Egress{
+			Policy: []byte(fmt.Sprintf(`{"defaultAction":"deny","egress":[{"action":"allow","target":%q}]}`, allowed)),
+			Token:  "egress-" + token(t),
+		},
+	}
+	if _, err := rt.Create(ctx, spec); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	check := func(when string) {
+		t.Helper()
+		a, err := rt.Address(ctx, id, sandbox.ExecdPort)
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		if out, ok := execdRun(ctx, t, a, spec.ExecdToken, "curl -sS -m 3 http://"+allowed+":8080/token"); !ok || strings.TrimSpace(out) != allowTok {
+			t.Errorf("%s: the allowed listener: %q (ok %v)", when, out, ok)
+		}
+		if out, ok := execdRun(ctx, t, a, spec.ExecdToken, "curl -sS -m 3 http://"+denied+":8080/token"); ok || strings.Contains(out, denyTok) {
+			t.Errorf("%s: the denied listener answered: %q", when, out)
+		}
+		if out, ok := execdRun(ctx, t, a, spec.ExecdToken, "ip link add osbtest0 type dummy 2>&1"); ok {
+			t.Errorf("%s: ip link add succeeded in main: %q", when, out)
+		}
+	}
+	check("before pause")
+	waitState := func(want string) {
+		t.Helper()
+		var last runtime.Sandbox
+		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, snapshotTimeout, true, func(ctx context.Context) (bool, error) {
+			sb, err := rt.Get(ctx, id)
+			if err != nil {
+				return false, nil
+			}
+			last = sb
+			return sb.State == want, nil
+		})
+		if err != nil {
+			t.Fatalf("sandbox not %s: %v; last %s %s %s", want, err, last.State, last.Reason, last.Message)
+		}
+	}
+	if err := rt.Pause(ctx, id); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	waitState(sandbox.StatePaused)
+	if err := rt.Resume(ctx, id); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	waitState(sandbox.StateRunning)
+	// Running means ready; execd answers once the new pod's sidecar has
+	// programmed the firewall.
+	a, err := rt.Address(ctx, id, sandbox.ExecdPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, podTimeout, true, func(ctx context.Context) (bool, error) {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, ok := execdRunQuiet(pctx, a, spec.ExecdToken, "true")
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("execd after resume: %v", err)
+	}
+	check("after resume")
+	if err := rt.Delete(ctx, id); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if left := leftovers(t, c, cl, ns, id); len(left) > 0 {
+		t.Errorf("Delete left %v", left)
 	}
 }
