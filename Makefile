@@ -125,8 +125,8 @@ cluster: deps images kube-images
 	@OSB_KUBE_IMAGES="opensandbox/base:latest opensandbox/code-interpreter:latest $$(bash scripts/kube/static-images.sh --list | tr '\n' ' ')" bash scripts/kube/up.sh
 
 # Images of our static binaries that run in the cluster's pods (controller,
-# execd for init containers), built from bin/ without a registry.
-kube-images: execd controller task-executor image-committer
+# execd for init containers, the egress sidecar), built from bin/ without a registry.
+kube-images: execd egress controller task-executor image-committer
 	@bash scripts/kube/static-images.sh
 
 # Stops and removes the cluster, leaving Docker alone.

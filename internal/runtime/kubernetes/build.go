@@ -78,8 +78,6 @@ func validate(spec runtime.Spec) error {
 		return fmt.Errorf("kubernetes: sandbox %s: negative resource limit: %w", spec.ID, runtime.ErrInvalid)
 	case spec.Resources.GPUs == -1:
 		return fmt.Errorf("kubernetes: sandbox %s: \"all GPUs\" has no meaning on a cluster, ask for a number: %w", spec.ID, runtime.ErrNotSupported)
-	case spec.Egress != nil:
-		return fmt.Errorf("kubernetes: sandbox %s: network policies: %w", spec.ID, runtime.ErrNotSupported)
 	}
 	if err := grammar.CheckDNSLabel(spec.ID); err != nil {
 		return fmt.Errorf("kubernetes: create: sandbox id %q cannot name a resource: %w", spec.ID, err)
@@ -94,7 +92,7 @@ func validate(spec runtime.Spec) error {
 		for what, given := range map[string]bool{
 			"volumes": len(spec.Volumes) > 0, "a snapshot": spec.SnapshotID != "",
 			"a platform": spec.Platform != nil, "image credentials": spec.ImageAuth != nil,
-			"isolated execution": spec.IsolatedExecution,
+			"isolated execution": spec.IsolatedExecution, "a network policy": spec.Egress != nil,
 		} {
 			if given {
 				return fmt.Errorf("kubernetes: sandbox %s: %s for a sandbox from a pool (the pool's template decides its pod): %w", spec.ID, what, runtime.ErrNotSupported)
@@ -235,6 +233,12 @@ func (r *Runtime) podTemplate(spec runtime.Spec, image string, pullSecrets []str
 		LocalObjectReference: corev1.LocalObjectReference{Name: spec.ID}, Key: keyExecdToken,
 	}}})
 	addVolumes(ps, c, spec.Volumes)
+	if spec.Egress != nil {
+		if err := r.addEgress(ps, i, spec); err != nil {
+			return nil, err
+		}
+		c = &ps.Containers[i]
+	}
 	limits := resourceLimits(spec.Resources)
 	if len(limits) > 0 {
 		if c.Resources.Limits == nil {
