@@ -74,8 +74,12 @@ type Spec struct {
 	// ExpiresAt is when the sandbox expires; nil means manual cleanup.
 	ExpiresAt *time.Time
 	Resources Resources
-	Volumes   []Volume
-	Platform  *Platform
+	// Requests is what a scheduler reserves (cpu, memory, disk; zero =
+	// the limit). Kubernetes makes it the pod's requests; Docker has no
+	// scheduler and ignores it.
+	Requests Resources
+	Volumes  []Volume
+	Platform *Platform
 	// ExecdToken is the access token execd inside the sandbox requires.
 	ExecdToken string
 	// Egress, when set, puts the sandbox behind an egress sidecar that

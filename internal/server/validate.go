@@ -79,11 +79,14 @@ func (s *Server) checkCreate(req *sandbox.CreateSandboxRequest) (runtime.Spec, t
 	if err != nil {
 		return spec, 0, err
 	}
-	if spec.Resources, err = checkResources(req.ResourceLimits); err != nil {
+	if spec.Resources, err = checkResources("resourceLimits", req.ResourceLimits); err != nil {
 		return spec, 0, err
 	}
 	if _, ok := req.ResourceLimits[limitDisk]; !ok {
 		spec.Resources.DiskBytes = s.cfg.DefaultDiskLimit
+	}
+	if spec.Requests, err = checkRequests(req.ResourceRequests, spec.Resources); err != nil {
+		return spec, 0, err
 	}
 	if err := checkEnv(req.Env); err != nil {
 		return spec, 0, err
@@ -157,7 +160,10 @@ func (s *Server) checkPooledCreate(req *sandbox.CreateSandboxRequest, ref string
 		return spec, 0, err
 	}
 	// Checked as for any create, so a bad value is still a clear error.
-	if _, err := checkResources(req.ResourceLimits); err != nil {
+	if _, err := checkResources("resourceLimits", req.ResourceLimits); err != nil {
+		return spec, 0, err
+	}
+	if _, err := checkResources("resourceRequests", req.ResourceRequests); err != nil {
 		return spec, 0, err
 	}
 	if err := checkEnv(req.Env); err != nil {
@@ -199,10 +205,10 @@ func (s *Server) checkTimeout(seconds *int64) (time.Duration, error) {
 // for a container's writable-layer (and log) storage.
 const limitDisk = "ephemeral-storage"
 
-// checkResources parses resourceLimits: cpu (Kubernetes CPU quantity),
-// memory and ephemeral-storage (Kubernetes byte quantities) and gpu (a
-// count or "all").
-func checkResources(limits map[string]string) (runtime.Resources, error) {
+// checkResources parses resourceLimits (or resourceRequests, the field
+// named): cpu (Kubernetes CPU quantity), memory and ephemeral-storage
+// (Kubernetes byte quantities) and gpu (a count or "all").
+func checkResources(field string, limits map[string]string) (runtime.Resources, error) {
 	var res runtime.Resources
 	for _, k := range slices.Sorted(maps.Keys(limits)) {
 		v := strings.TrimSpace(limits[k])
@@ -210,13 +216,13 @@ func checkResources(limits map[string]string) (runtime.Resources, error) {
 		case "cpu":
 			n, err := grammar.ParseCPU(v)
 			if err != nil || n <= 0 {
-				return res, badRequest("resourceLimits.cpu %q is not a positive CPU quantity such as \"500m\" or \"2\"", limits[k])
+				return res, badRequest("%s.cpu %q is not a positive CPU quantity such as \"500m\" or \"2\"", field, limits[k])
 			}
 			res.NanoCPUs = n
 		case "memory":
 			n, err := grammar.ParseMemory(v)
 			if err != nil {
-				return res, badRequest("resourceLimits.memory %q is not a memory quantity such as \"512Mi\" or \"2Gi\"", limits[k])
+				return res, badRequest("%s.memory %q is not a memory quantity such as \"512Mi\" or \"2Gi\"", field, limits[k])
 			}
 			res.MemoryBytes = n
 		case limitDisk:
@@ -224,7 +230,7 @@ func checkResources(limits map[string]string) (runtime.Resources, error) {
 			// check (ErrInvalid, also a 400).
 			n, err := grammar.ParseMemory(v)
 			if err != nil || n <= 0 {
-				return res, badRequest("resourceLimits.%s %q is not a positive byte quantity such as \"512Mi\" or \"10Gi\"", k, limits[k])
+				return res, badRequest("%s.%s %q is not a positive byte quantity such as \"512Mi\" or \"10Gi\"", field, k, limits[k])
 			}
 			res.DiskBytes = n
 		case "gpu":
@@ -234,14 +240,36 @@ func checkResources(limits map[string]string) (runtime.Resources, error) {
 			}
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 {
-				return res, badRequest("resourceLimits.gpu %q must be a non-negative integer or \"all\"", limits[k])
+				return res, badRequest("%s.gpu %q must be a non-negative integer or \"all\"", field, limits[k])
 			}
 			res.GPUs = n
 		default:
-			return res, badRequest("resourceLimits: unknown key %q (allowed: cpu, memory, %s, gpu)", k, limitDisk)
+			return res, badRequest("%s: unknown key %q (allowed: cpu, memory, %s, gpu)", field, k, limitDisk)
 		}
 	}
 	return res, nil
+}
+
+// checkRequests parses resourceRequests, what a scheduler reserves for the
+// sandbox: never more than the limit of the same resource, and no gpu (a
+// GPU is reserved whole: its request is its limit).
+func checkRequests(requests map[string]string, limits runtime.Resources) (runtime.Resources, error) {
+	req, err := checkResources("resourceRequests", requests)
+	if err != nil {
+		return req, err
+	}
+	if _, ok := requests["gpu"]; ok {
+		return req, badRequest("resourceRequests.gpu: a GPU is reserved whole; give gpu in resourceLimits only")
+	}
+	for _, c := range []struct {
+		key        string
+		req, limit int64
+	}{{"cpu", req.NanoCPUs, limits.NanoCPUs}, {"memory", req.MemoryBytes, limits.MemoryBytes}, {limitDisk, req.DiskBytes, limits.DiskBytes}} {
+		if c.limit > 0 && c.req > c.limit {
+			return req, badRequest("resourceRequests.%s %q is more than resourceLimits.%s", c.key, requests[c.key], c.key)
+		}
+	}
+	return req, nil
 }
 
 // checkEnv rejects variable names the process environment cannot hold.

@@ -67,6 +67,12 @@ func TestCreateValidationRejects(t *testing.T) {
 		// (TestCreateDiskLimit in internal/runtime/docker).
 		{"zero disk", func(b map[string]any) { b["resourceLimits"] = map[string]string{"ephemeral-storage": "0"} }, bad, invalid, "not a positive byte quantity"},
 		{"gpu word", func(b map[string]any) { b["resourceLimits"] = map[string]string{"gpu": "some"} }, bad, invalid, "resourceLimits.gpu"},
+		{"request above limit", func(b map[string]any) {
+			b["resourceLimits"] = map[string]string{"cpu": "1", "memory": "1Gi"}
+			b["resourceRequests"] = map[string]string{"cpu": "2"}
+		}, bad, invalid, "resourceRequests.cpu \"2\" is more than resourceLimits.cpu"},
+		{"gpu request", func(b map[string]any) { b["resourceRequests"] = map[string]string{"gpu": "1"} }, bad, invalid, "resourceRequests.gpu"},
+		{"bad request", func(b map[string]any) { b["resourceRequests"] = map[string]string{"memory": "lots"} }, bad, invalid, "resourceRequests.memory"},
 		{"reserved metadata", func(b map[string]any) { b["metadata"] = map[string]string{"opensandbox.io/id": "x"} }, bad, invalid, "reserved"},
 		{"reserved metadata subdomain", func(b map[string]any) { b["metadata"] = map[string]string{"x.opensandbox.io/id": "x"} }, bad, invalid, "reserved"},
 		{"metadata bad key", func(b map[string]any) { b["metadata"] = map[string]string{"bad key": "x"} }, bad, invalid, "metadata"},
@@ -164,6 +170,7 @@ func TestCreateValidationAccepts(t *testing.T) {
 	b["image"] = map[string]any{"uri": "registry.example/app:1", "auth": map[string]string{"username": "u", "password": "p"}}
 	b["timeout"] = 90
 	b["resourceLimits"] = map[string]string{"cpu": "500m", "memory": "512Mi", "gpu": "all"}
+	b["resourceRequests"] = map[string]string{"cpu": "100m", "memory": "512Mi"}
 	b["env"] = map[string]string{"A": "1", "EMPTY": ""}
 	b["metadata"] = map[string]string{"team": "ai", "example.com/owner": "bob", "empty": ""}
 	b["platform"] = map[string]string{"os": "linux", "arch": goruntime.GOARCH}
@@ -191,6 +198,9 @@ func TestCreateValidationAccepts(t *testing.T) {
 		t.Errorf("spec.ExpiresAt = %v, want about now+90s", spec.ExpiresAt)
 	}
 	wantRes := runtime.Resources{NanoCPUs: 500_000_000, MemoryBytes: 512 << 20, GPUs: -1}
+	if want := (runtime.Resources{NanoCPUs: 100_000_000, MemoryBytes: 512 << 20}); spec.Requests != want {
+		t.Errorf("spec.Requests = %+v, want %+v", spec.Requests, want)
+	}
 	if spec.Resources != wantRes {
 		t.Errorf("spec.Resources = %+v, want %+v", spec.Resources, wantRes)
 	}

@@ -110,19 +110,23 @@ type OSSFSVol struct {
 
 // CreateSandboxRequest is the body of POST /sandboxes.
 type CreateSandboxRequest struct {
-	Image           *ImageSpec             `json:"image,omitempty"`
-	SnapshotID      string                 `json:"snapshotId,omitempty"`
-	Platform        *PlatformSpec          `json:"platform,omitempty"`
-	Timeout         *int64                 `json:"timeout,omitempty"` // seconds; nil = manual cleanup
-	ResourceLimits  map[string]string      `json:"resourceLimits,omitempty"`
-	Env             map[string]string      `json:"env,omitempty"`
-	Metadata        map[string]string      `json:"metadata,omitempty"`
-	Entrypoint      []string               `json:"entrypoint,omitempty"`
-	NetworkPolicy   *NetworkPolicy         `json:"networkPolicy,omitempty"`
-	CredentialProxy *CredentialProxyConfig `json:"credentialProxy,omitempty"`
-	SecureAccess    bool                   `json:"secureAccess,omitempty"`
-	Volumes         []Volume               `json:"volumes,omitempty"`
-	Extensions      map[string]string      `json:"extensions,omitempty"`
+	Image          *ImageSpec        `json:"image,omitempty"`
+	SnapshotID     string            `json:"snapshotId,omitempty"`
+	Platform       *PlatformSpec     `json:"platform,omitempty"`
+	Timeout        *int64            `json:"timeout,omitempty"` // seconds; nil = manual cleanup
+	ResourceLimits map[string]string `json:"resourceLimits,omitempty"`
+	// ResourceRequests is what a scheduler reserves for the sandbox (same
+	// keys as ResourceLimits but gpu, each at most its limit); Kubernetes
+	// only. Absent: the limits are reserved.
+	ResourceRequests map[string]string      `json:"resourceRequests,omitempty"`
+	Env              map[string]string      `json:"env,omitempty"`
+	Metadata         map[string]string      `json:"metadata,omitempty"`
+	Entrypoint       []string               `json:"entrypoint,omitempty"`
+	NetworkPolicy    *NetworkPolicy         `json:"networkPolicy,omitempty"`
+	CredentialProxy  *CredentialProxyConfig `json:"credentialProxy,omitempty"`
+	SecureAccess     bool                   `json:"secureAccess,omitempty"`
+	Volumes          []Volume               `json:"volumes,omitempty"`
+	Extensions       map[string]string      `json:"extensions,omitempty"`
 }
 
 // SandboxStatus is the state of a sandbox and why it is in it.

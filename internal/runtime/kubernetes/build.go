@@ -239,13 +239,21 @@ func (r *Runtime) podTemplate(spec runtime.Spec, image string, pullSecrets []str
 		}
 		c = &ps.Containers[i]
 	}
-	limits := resourceLimits(spec.Resources)
+	limits := resourceList(spec.Resources)
 	if len(limits) > 0 {
 		if c.Resources.Limits == nil {
 			c.Resources.Limits = corev1.ResourceList{}
 		}
 		maps.Copy(c.Resources.Limits, limits)
 		// Requests default to the limits; a template's smaller requests stay.
+	}
+	// resourceRequests: what the scheduler reserves (a GPU's request is
+	// its limit, so there is none here).
+	if requests := resourceList(runtime.Resources{NanoCPUs: spec.Requests.NanoCPUs, MemoryBytes: spec.Requests.MemoryBytes, DiskBytes: spec.Requests.DiskBytes}); len(requests) > 0 {
+		if c.Resources.Requests == nil {
+			c.Resources.Requests = corev1.ResourceList{}
+		}
+		maps.Copy(c.Resources.Requests, requests)
 	}
 
 	if spec.Platform != nil {
@@ -324,8 +332,8 @@ func userEnv(env map[string]string) []corev1.EnvVar {
 	return out
 }
 
-// resourceLimits maps the sandbox's limits onto container resources.
-func resourceLimits(res runtime.Resources) corev1.ResourceList {
+// resourceList maps limits (or requests) onto container resources.
+func resourceList(res runtime.Resources) corev1.ResourceList {
 	l := corev1.ResourceList{}
 	if res.NanoCPUs > 0 {
 		l[corev1.ResourceCPU] = *resource.NewMilliQuantity((res.NanoCPUs+999_999)/1_000_000, resource.DecimalSI)

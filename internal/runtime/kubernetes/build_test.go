@@ -29,6 +29,7 @@ func testSpec() runtime.Spec {
 		ExpiresAt:  &exp,
 		ExecdToken: "secret-token",
 		Resources:  runtime.Resources{NanoCPUs: 1_500_000_000, MemoryBytes: 512 << 20, GPUs: 1, DiskBytes: 1 << 30},
+		Requests:   runtime.Resources{NanoCPUs: 250_000_000, MemoryBytes: 128 << 20},
 		Platform:   &runtime.Platform{OS: "linux", Arch: "arm64"},
 		ImageAuth:  &runtime.RegistryAuth{Username: "u", Password: "p"},
 	}
@@ -87,6 +88,9 @@ func TestBatchSandbox(t *testing.T) {
 		if q := c.Resources.Limits[k]; q.Cmp(resource.MustParse(v)) != 0 {
 			t.Errorf("limit %s = %s, want %s", k, q.String(), v)
 		}
+	}
+	if cpu, mem := c.Resources.Requests[corev1.ResourceCPU], c.Resources.Requests[corev1.ResourceMemory]; cpu.String() != "250m" || mem.String() != "128Mi" || len(c.Resources.Requests) != 2 {
+		t.Errorf("requests %v, want cpu 250m and memory 128Mi only (the rest default to the limits)", c.Resources.Requests)
 	}
 	if ps.NodeSelector[corev1.LabelOSStable] != "linux" || ps.NodeSelector[corev1.LabelArchStable] != "arm64" {
 		t.Errorf("node selector %v", ps.NodeSelector)

@@ -38,6 +38,9 @@ const MODES = (process.env.COMPAT_MODES || "direct,proxy")
   .filter(Boolean);
 const RUN = process.env.COMPAT_RUN_ID || `compat-${process.pid}-${Date.now()}`;
 const RUNTIME = process.env.COMPAT_RUNTIME || "docker";
+// Small reservations, so that the sandboxes of one run fit a small cluster
+// (the SDK's default limits, 1 CPU each, would be reserved whole).
+const REQUESTS = { cpu: "100m", memory: "128Mi" };
 
 if (!process.env.OPEN_SANDBOX_DOMAIN) {
   console.error("OPEN_SANDBOX_DOMAIN is not set (e.g. 127.0.0.1:8080)");
@@ -175,6 +178,7 @@ async function runMode(mode) {
         connectionConfig: config,
         image: IMAGE,
         entrypoint: ["tail", "-f", "/dev/null"],
+        resourceRequests: REQUESTS,
         timeoutSeconds: 600,
         metadata,
         env: { COMPAT_ENV: "from-create" },
@@ -486,7 +490,7 @@ async function runMode(mode) {
       // The restored sandbox shares this mode's ConnectionConfig (and its
       // transport): kill it, do not close it.
       const restored = await Sandbox.create({
-        connectionConfig: config, snapshotId: snap.id, timeoutSeconds: 300, metadata, readyTimeoutSeconds: 120,
+        connectionConfig: config, snapshotId: snap.id, resourceRequests: REQUESTS, timeoutSeconds: 300, metadata, readyTimeoutSeconds: 120,
       });
       try {
         const ex = await restored.commands.run("cat /srv/compat/snap");
@@ -543,6 +547,7 @@ async function runMode(mode) {
         connectionConfig: config,
         image: IMAGE,
         entrypoint: ["tail", "-f", "/dev/null"],
+        resourceRequests: REQUESTS,
         timeoutSeconds: 600,
         metadata: { ...metadata, egress: "yes" },
         readyTimeoutSeconds: 60,
