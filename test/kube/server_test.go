@@ -596,7 +596,7 @@ func TestServerFailedCreateLeavesNothing(t *testing.T) {
 	ns := c.namespace(t)
 	c.startOperator(t, ns)
 	cl := c.sandboxClient(t)
-	const createTimeout = 15
+	const createTimeout = 40
 	p := c.startServer(t, ns, "A", serverOpts{createTimeout: createTimeout})
 
 	for _, tc := range []struct {
@@ -758,7 +758,7 @@ func TestServerVolumes(t *testing.T) {
 	defer cancel()
 	class := ns + "-local"
 	dir := filepath.Join(t.TempDir(), "pv")
-	if err := os.MkdirAll(dir, 0o777); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o777); err != nil {
 		t.Fatal(err)
 	}
 	pv := &corev1.PersistentVolume{
@@ -802,7 +802,6 @@ func TestServerVolumes(t *testing.T) {
 		t.Errorf("claim %s is not owned by the sandbox's BatchSandbox: %+v (controller %v)", claim, got.OwnerReferences, ref)
 	}
 
-	// The subPath is made by the kubelet when the pod starts, so it exists.
 	if out, ok := p.runProxied(ctx, id, "echo shared > /data/sub/f && cat /ro/f"); !ok || out != "shared\n" {
 		t.Errorf("write through /data, read through the read-only subPath mount /ro: %q (ok %v)", out, ok)
 	}
