@@ -615,14 +615,15 @@ func TestServerFailedCreateLeavesNothing(t *testing.T) {
 		{
 			name:   "missing entrypoint",
 			req:    sandbox.CreateSandboxRequest{Image: &sandbox.ImageSpec{URI: baseImage}, Entrypoint: []string{"/no/such/entrypoint"}},
-			status: http.StatusInternalServerError, code: "SANDBOX_START_FAILED", within: createTimeout * time.Second,
+			status: http.StatusInternalServerError, code: "SANDBOX_START_FAILED", within: createTimeout * time.Second, says: "exited with code 127",
 		},
 		{
 			// More memory than the node has: the pod stays Pending
-			// (Unschedulable) until the create timeout.
+			// (Unschedulable) until the create timeout, which is a start
+			// failure that says why, not "the engine is unavailable".
 			name:   "unschedulable",
 			req:    sandbox.CreateSandboxRequest{Image: &sandbox.ImageSpec{URI: baseImage}, Entrypoint: []string{"sleep", "infinity"}, ResourceLimits: map[string]string{"memory": "64Ti"}},
-			status: http.StatusServiceUnavailable, code: "RUNTIME_UNAVAILABLE", within: createTimeout*time.Second + time.Minute,
+			status: http.StatusInternalServerError, code: "SANDBOX_START_FAILED", within: createTimeout*time.Second + time.Minute, says: "Unschedulable",
 		},
 	} {
 		seen := watchNamespace(t, c, cl, ns)
