@@ -125,8 +125,8 @@ cluster: deps images kube-images
 	@OSB_KUBE_IMAGES="opensandbox/base:latest opensandbox/code-interpreter:latest $$(bash scripts/kube/static-images.sh --list | tr '\n' ' ')" bash scripts/kube/up.sh
 
 # Images of our static binaries that run in the cluster's pods (controller,
-# execd for init containers), built from bin/ without a registry.
-kube-images: execd controller task-executor image-committer
+# execd for init containers, the egress sidecar), built from bin/ without a registry.
+kube-images: execd egress controller task-executor image-committer
 	@bash scripts/kube/static-images.sh
 
 # Stops and removes the cluster, leaving Docker alone.
@@ -144,7 +144,7 @@ bench: build images
 	$(GO) run $(GOFLAGS) ./bench/pool -server $(abspath $(BIN))/opensandbox-server -execd $(abspath $(BIN))/execd
 	$(GO) run $(GOFLAGS) ./bench/code -execd $(abspath $(BIN))/execd
 	$(GO) run $(GOFLAGS) ./bench/egress
-	$(GO) run $(GOFLAGS) ./bench/kube -controller $(abspath $(BIN))/opensandbox-controller
+	$(GO) run $(GOFLAGS) ./bench/kube -controller $(abspath $(BIN))/opensandbox-controller -server $(abspath $(BIN))/opensandbox-server -execd $(abspath $(BIN))/execd
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

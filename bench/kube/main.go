@@ -8,6 +8,11 @@
 // POST/PUT/PATCH/DELETE), so other users of the shared cluster do not
 // count. The pool's poolMax is -n, so no refill happens in the window.
 //
+// Then, through the lifecycle server (the real binary, one on the
+// kubernetes runtime and one on Docker, in the same run): create -> first
+// command on Kubernetes against Docker, and from a warm pool made through
+// POST /v1/pools against a cold create on Kubernetes (target <= 0.1).
+//
 // It runs the controller binary on the host, limited to a namespace of its
 // own, and removes that namespace at the end. Without a cluster it prints
 // why and exits 0.
@@ -46,6 +51,9 @@ import (
 func main() {
 	state := flag.String("state", envOr("OSB_KUBE_STATE", "/var/lib/opensandbox/kube"), "state directory of the test cluster (its cluster.env)")
 	controller := flag.String("controller", "bin/opensandbox-controller", "controller binary")
+	server := flag.String("server", "bin/opensandbox-server", "lifecycle server binary")
+	execd := flag.String("execd", "bin/execd", "execd binary (for the server on Docker)")
+	rounds := flag.Int("rounds", 5, "create -> first command rounds per side through the server")
 	crds := flag.String("crds", "deploy/crds", "CRD manifests to apply")
 	image := flag.String("image", "opensandbox/base:latest", "sandbox image (present on the node)")
 	n := flag.Int("n", 100, "sandboxes per side")
@@ -60,6 +68,7 @@ func main() {
 		return
 	}
 	b.controller, b.crds, b.image, b.n = *controller, *crds, *image, *n
+	b.server, b.execd, b.rounds = *server, *execd, *rounds
 	if err := b.run(); err != nil {
 		fmt.Fprintln(os.Stderr, "kube-bench:", err)
 		os.Exit(1)
@@ -79,6 +88,9 @@ type bench struct {
 	kubecfg    string
 	kubectl    string
 	controller string
+	server     string
+	execd      string
+	rounds     int
 	crds       string
 	image      string
 	n          int
@@ -175,7 +187,10 @@ func (b *bench) run() error {
 	fmt.Printf("kube: %d sandboxes -> %d endpoints published: pool mode %v | template mode %v | ratio %.3f | target pool <= 0.5s: %s\n",
 		b.n, b.n, pooled.Round(time.Millisecond), templ.Round(time.Millisecond), float64(pooled)/float64(templ), verdict)
 	fmt.Printf("kube: API writes by the controller for the pooled allocation of %d pods (every object: the BatchSandbox's allocation and status, the Pool's status): %s\n", b.n, writes)
-	return nil
+	if err := b.clear(ctx); err != nil {
+		return err
+	}
+	return b.serverSide(b.rounds)
 }
 
 func (b *bench) template() corev1.PodTemplateSpec {

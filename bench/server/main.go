@@ -6,12 +6,8 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -90,29 +86,9 @@ func run(serverBin, execdBin, image string, n int) error {
 	return nil
 }
 
-// call sends one API request and returns the response's headers.
+// call sends one API request with the bench's key.
 func call(method, url string, in, out any) (http.Header, error) {
-	var body io.Reader
-	if in != nil {
-		b, _ := json.Marshal(in)
-		body = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, url, body)
-	req.Header.Set(sandbox.APIKeyHeader, key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		return nil, fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, data)
-	}
-	if out != nil {
-		return resp.Header, json.Unmarshal(data, out)
-	}
-	return resp.Header, nil
+	return benchkit.Call(method, url, key, in, out)
 }
 
 // apiRound: create, endpoint, first command; then delete (not timed).
@@ -141,26 +117,10 @@ func apiRound(base, image string) (time.Duration, breakdown, error) {
 	}
 	t2 := time.Now()
 	bd.add("GET endpoint (client)", t2.Sub(t1))
-	req, _ := http.NewRequestWithContext(context.Background(), "POST", "http://"+ep.Endpoint+"/command", strings.NewReader(`{"command":"echo hi"}`))
-	for k, v := range ep.Headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
+	got, err := benchkit.EchoHi(ep)
 	if err != nil {
 		return 0, nil, err
 	}
-	er := sandbox.NewEventReader(resp.Body)
-	got := ""
-	for {
-		ev, err := er.Next()
-		if err != nil {
-			break
-		}
-		if ev.Type == sandbox.EventStdout {
-			got = ev.Text
-		}
-	}
-	resp.Body.Close()
 	d := time.Since(t0)
 	if got != "hi" {
 		return 0, nil, fmt.Errorf("first command printed %q", got)

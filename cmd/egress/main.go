@@ -10,11 +10,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/egress/egressenv"
 	"github.com/opensandbox-go/opensandbox/internal/egress/sidecar"
@@ -23,7 +27,11 @@ import (
 func main() {
 	if len(os.Args) > 1 && (os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help") {
 		fmt.Println("usage: egress   (configured through OPENSANDBOX_EGRESS_* environment variables; see docs/egress.md)")
+		fmt.Println("       egress healthcheck   (exit 0 when the sidecar of this network namespace answers /healthz on loopback)")
 		return
+	}
+	if len(os.Args) == 2 && os.Args[1] == "healthcheck" {
+		os.Exit(healthcheck())
 	}
 	if len(os.Args) > 1 {
 		fmt.Fprintf(os.Stderr, "egress: unexpected arguments %q; configuration comes from the environment\n", os.Args[1:])
@@ -46,4 +54,33 @@ func main() {
 		log.Error("egress sidecar stopped", "err", err)
 		os.Exit(1)
 	}
+}
+
+// healthcheck asks the sidecar of this network namespace for /healthz over
+// loopback, which its API guard always lets in (a kubelet's HTTP probe
+// comes from the node, which the guard may not know): the exec probe of a
+// pod's sidecar.
+func healthcheck() int {
+	listen := os.Getenv(egressenv.VarListen)
+	if listen == "" {
+		listen = sidecar.DefaultListen
+	}
+	_, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "egress healthcheck: %s=%q: %v\n", egressenv.VarListen, listen, err)
+		return 2
+	}
+	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	resp, err := c.Get("http://" + net.JoinHostPort("127.0.0.1", port) + "/healthz")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "egress healthcheck:", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintf(os.Stderr, "egress healthcheck: /healthz answered %s %s\n", resp.Status, strings.TrimSpace(string(body)))
+		return 1
+	}
+	return 0
 }

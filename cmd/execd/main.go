@@ -39,6 +39,7 @@ type config struct {
 	addr        string
 	port        int
 	accessToken string
+	claimToken  string
 	logLevel    int
 	grace       time.Duration
 	envFile     string
@@ -99,6 +100,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.addr, "addr", "", "listen address (host:port); overrides --port (env EXECD_ADDR)")
 	fs.IntVar(&c.port, "port", 44772, "TCP port to listen on (env EXECD_PORT)")
 	fs.StringVar(&c.accessToken, "access-token", "", "require this token in "+sandbox.AccessTokenHeader+" (env EXECD_ACCESS_TOKEN)")
+	fs.StringVar(&c.claimToken, "claim-token", "", "start unclaimed, for a pool's pod: serve only POST /claim with this token, which sets the access token (env EXECD_CLAIM_TOKEN)")
 	fs.IntVar(&c.logLevel, "log-level", 6, "log verbosity 0-7: 7 debug, 5-6 info, 4 warning, 0-3 error (env EXECD_LOG_LEVEL)")
 	fs.DurationVar(&c.grace, "graceful-shutdown-timeout", time.Second, "how long open requests may finish at shutdown (env EXECD_API_GRACE_SHUTDOWN)")
 	fs.StringVar(&c.envFile, "envs-file", procenv.DefaultEnvFile, "KEY=VALUE file added to every process's environment (env EXECD_ENVS)")
@@ -115,6 +117,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q (put the entrypoint after --)", fs.Arg(0))
+	}
+	if c.accessToken != "" && c.claimToken != "" {
+		return c, fmt.Errorf("--access-token and --claim-token exclude each other (a claim sets the access token)")
 	}
 	if c.port < 1 || c.port > 65535 {
 		return c, fmt.Errorf("--port %d out of range 1-65535", c.port)
@@ -158,6 +163,16 @@ func run(args []string) (int, error) {
 	// and the entrypoint must not see them.
 	os.Unsetenv(supervisor.ServerMarkerEnv)
 	os.Unsetenv("EXECD_ACCESS_TOKEN")
+	os.Unsetenv("EXECD_CLAIM_TOKEN")
+	if cfg.claimToken != "" {
+		// The claim token is every pod of the pool's: once the pod serves a
+		// sandbox, its code must not read it from this process's
+		// environment or memory (non-dumpable: /proc/<pid>/environ and mem
+		// need CAP_SYS_PTRACE, which sandboxes lack).
+		if err := proc.SetNonDumpable(); err != nil {
+			return 1, fmt.Errorf("protect the claim token: %w", err)
+		}
+	}
 	readyMarker := os.Getenv(readiness.MarkerEnv)
 	os.Unsetenv(readiness.MarkerEnv)
 	if !supervised {
@@ -170,6 +185,9 @@ func run(args []string) (int, error) {
 		serverEnv := os.Environ()
 		if cfg.accessToken != "" {
 			serverEnv = append(serverEnv, "EXECD_ACCESS_TOKEN="+cfg.accessToken)
+		}
+		if cfg.claimToken != "" {
+			serverEnv = append(serverEnv, "EXECD_CLAIM_TOKEN="+cfg.claimToken)
 		}
 		if readyMarker != "" {
 			serverEnv = append(serverEnv, readiness.MarkerEnv+"="+readyMarker)
@@ -238,6 +256,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, readyMarker str
 	}
 	srv := server.New(server.Config{
 		AccessToken: cfg.accessToken,
+		ClaimToken:  cfg.claimToken,
 		Logger:      logger,
 		Port:        ln.Addr().(*net.TCPAddr).Port,
 		Commands:    cmds,
@@ -249,7 +268,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, readyMarker str
 		Proxy:       proxy.New(proxy.Options{StripHeaders: []string{sandbox.AccessTokenHeader}, Logger: logger}),
 		Isolated:    isolation.New(isolation.Options{Env: env, Logger: logger}),
 	})
-	logger.Info("execd listening", "addr", ln.Addr().String(), "auth", cfg.accessToken != "")
+	logger.Info("execd listening", "addr", ln.Addr().String(), "auth", cfg.accessToken != "", "claim", cfg.claimToken != "")
 	// Told to stop while starting (the supervisor stops the server when
 	// the entrypoint cannot start): not ready, or the runtime would take
 	// a sandbox that is going away for a started one.
@@ -296,6 +315,7 @@ var flagEnv = map[string]string{
 	"addr":                      "EXECD_ADDR",
 	"port":                      "EXECD_PORT",
 	"access-token":              "EXECD_ACCESS_TOKEN",
+	"claim-token":               "EXECD_CLAIM_TOKEN",
 	"log-level":                 "EXECD_LOG_LEVEL",
 	"graceful-shutdown-timeout": "EXECD_API_GRACE_SHUTDOWN",
 	"envs-file":                 "EXECD_ENVS",

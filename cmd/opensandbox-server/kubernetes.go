@@ -41,6 +41,7 @@ func newKubernetesRuntime(ctx context.Context, cfg serverconfig.Config, logger *
 		WriteBurst:         k.WriteBurst,
 		ExecdInitResources: res,
 		RuntimeClassName:   cfg.SecureRuntime.K8sRuntimeClass,
+		Egress:             kubernetesEgress(cfg.Egress, logger),
 		Logger:             logger,
 	})
 	if err != nil {
@@ -57,6 +58,18 @@ func newKubernetesRuntime(ctx context.Context, cfg serverconfig.Config, logger *
 		return nil, nil, nil, err
 	}
 	return rt, st, rt.Close, nil
+}
+
+// kubernetesEgress maps the [egress] table onto the driver's sidecar
+// options; the keys only the Docker driver uses are warned about.
+func kubernetesEgress(e serverconfig.Egress, logger *slog.Logger) kubernetes.EgressOptions {
+	if e.UpstreamCAFile != "" || e.EgressPath != "" {
+		logger.Warn("egress.upstream_ca_file and egress.egress_path are not used on Kubernetes: the sidecar runs egress.image")
+	}
+	return kubernetes.EgressOptions{
+		Image: e.Image, Mode: e.Mode, DNSUpstreams: e.DNSUpstream, DenyWebhook: e.DenyWebhook,
+		BlockDoH: e.BlockDoH443, DoHBlocklist: e.DoHBlocklist, AllowMetadata: e.AllowMetadata,
+	}
 }
 
 // qps maps the config's rate (0 = unlimited) onto the driver's (0 = its

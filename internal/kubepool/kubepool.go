@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/opensandbox-go/opensandbox/internal/kubeerr"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
 )
@@ -306,20 +306,8 @@ func (p *Pools) classify(err error, verb, name string) error {
 			msg:   "the cluster does not serve the Pool resource (sandbox.opensandbox.io/v1alpha1): install the OpenSandbox CRDs",
 			class: runtime.ErrNotSupported, cause: err,
 		}
-	case unavailable(err):
+	case kubeerr.Class(err) == runtime.ErrUnavailable:
 		return &poolError{msg: fmt.Sprintf("%s %s: the Kubernetes API is unavailable: %s", verb, subject, msg), class: runtime.ErrUnavailable, cause: err}
 	}
 	return fmt.Errorf("%s %s in namespace %s: %w", verb, subject, p.ns, err)
-}
-
-// unavailable reports errors that say the apiserver could not answer now
-// rather than that the request is wrong.
-func unavailable(err error) bool {
-	if apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) ||
-		apierrors.IsTooManyRequests(err) || apierrors.IsUnexpectedServerError(err) {
-		return true
-	}
-	var ne net.Error
-	var oe *net.OpError
-	return errors.As(err, &oe) || (errors.As(err, &ne) && ne.Timeout())
 }

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/opensandbox-go/opensandbox/internal/kubeerr"
 	"github.com/opensandbox-go/opensandbox/internal/lifecycle"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 	sandboxv1alpha1 "github.com/opensandbox-go/opensandbox/pkg/apis/sandbox/v1alpha1"
@@ -143,20 +144,42 @@ func decodeOverrides(bs *sandboxv1alpha1.BatchSandbox) (lifecycle.Overrides, err
 // expiry into its spec.expireTime, in one conflict-checked update; it
 // returns once the reader shows the update.
 func (s *Store) PutOverrides(ctx context.Context, sandboxID string, o lifecycle.Overrides) error {
-	raw, err := json.Marshal(o)
-	if err != nil {
-		return fmt.Errorf("encode the overrides of sandbox %s: %w", sandboxID, err)
-	}
-	var written string
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	return s.UpdateOverrides(ctx, sandboxID, func(cur *lifecycle.Overrides) error {
+		*cur = o
+		return nil
+	})
+}
+
+// UpdateOverrides applies change to the overrides on sandboxID's
+// BatchSandbox as read from the API server, and writes them (with a
+// renewed expiry in spec.expireTime) in an update guarded by the
+// resourceVersion read: another server's write in between is a conflict,
+// on which it reads again and applies change again. It returns once the
+// reader shows the update; an error of change is returned as it is.
+func (s *Store) UpdateOverrides(ctx context.Context, sandboxID string, change func(*lifecycle.Overrides) error) error {
+	var raw, written string
+	var changeErr error
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var bs sandboxv1alpha1.BatchSandbox
 		if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: sandboxID}, &bs); err != nil {
 			return err
 		}
+		o, err := decodeOverrides(&bs)
+		if err != nil {
+			return err
+		}
+		if changeErr = change(&o); changeErr != nil {
+			return nil
+		}
+		b, err := json.Marshal(o)
+		if err != nil {
+			return fmt.Errorf("encode the overrides of sandbox %s: %w", sandboxID, err)
+		}
+		raw = string(b)
 		if bs.Annotations == nil {
 			bs.Annotations = map[string]string{}
 		}
-		bs.Annotations[AnnotationOverrides] = string(raw)
+		bs.Annotations[AnnotationOverrides] = raw
 		if o.ExpiresAt != nil {
 			bs.Spec.ExpireTime = &metav1.Time{Time: *o.ExpiresAt}
 		}
@@ -166,10 +189,13 @@ func (s *Store) PutOverrides(ctx context.Context, sandboxID string, o lifecycle.
 		written = bs.ResourceVersion
 		return nil
 	})
-	if err != nil {
+	switch {
+	case changeErr != nil:
+		return changeErr
+	case err != nil:
 		return classify(fmt.Sprintf("write the overrides of sandbox %s", sandboxID), err)
 	}
-	return s.awaitVisible(ctx, sandboxID, string(raw), written)
+	return s.awaitVisible(ctx, sandboxID, raw, written)
 }
 
 // awaitVisible waits until the reader shows sandboxID with the overrides
@@ -354,17 +380,13 @@ func labelValue(s string) string {
 
 // classify wraps err with what failed and the runtime class it belongs to.
 func classify(what string, err error) error {
-	var class error
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case apierrors.IsNotFound(err):
-		class = runtime.ErrNotFound
-	case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err):
-		class = runtime.ErrConflict
-	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
-		class = runtime.ErrInvalid
-	default:
+	}
+	class := kubeerr.Class(err)
+	if class == nil {
+		// The store has no internal failures of its own to report: what
+		// the API did not classify is the cluster being unavailable.
 		class = runtime.ErrUnavailable
 	}
 	return fmt.Errorf("%s: %w", what, runtime.Classify(class, err))

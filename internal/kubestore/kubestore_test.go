@@ -125,6 +125,51 @@ func TestKubeStore(t *testing.T) {
 		}
 	})
 
+	t.Run("a renew on one replica survives a metadata patch racing it on another", func(t *testing.T) {
+		ns := env.Namespace(t)
+		old := time.Now().Add(time.Minute).UTC().Truncate(time.Second)
+		newBatch(t, env, ns, "sb-race", old)
+		a := newStore(t, env, ns, "replica-a", startCache(t, env, ns), nil)
+		b := newStore(t, env, ns, "replica-b", startCache(t, env, ns), nil)
+		renewed := old.Add(time.Hour)
+		calls := 0
+		// b's change runs, then a renews before b writes: b's write
+		// conflicts, and b applies its change again to a's result.
+		err := b.UpdateOverrides(ctx, "sb-race", func(o *lifecycle.Overrides) error {
+			calls++
+			if calls == 1 {
+				if err := a.UpdateOverrides(ctx, "sb-race", func(o *lifecycle.Overrides) error {
+					o.ExpiresAt = &renewed
+					return nil
+				}); err != nil {
+					t.Fatalf("a's renew: %v", err)
+				}
+			}
+			o.Metadata = map[string]string{"patched": "by-b"}
+			return nil
+		})
+		if err != nil || calls != 2 {
+			t.Fatalf("b's patch: %v after %d applications, want success after 2", err, calls)
+		}
+		var bs sandboxv1alpha1.BatchSandbox
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sb-race"}, &bs); err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeOverrides(&bs)
+		if err != nil || got.ExpiresAt == nil || !got.ExpiresAt.Equal(renewed) || got.Metadata["patched"] != "by-b" ||
+			bs.Spec.ExpireTime == nil || !bs.Spec.ExpireTime.Time.Equal(renewed) {
+			t.Errorf("after both: overrides %+v (%v), spec.expireTime %v; want a's renew and b's patch", got, err, bs.Spec.ExpireTime)
+		}
+		// An error of the change aborts the write.
+		refused := errors.New("refused")
+		if err := b.UpdateOverrides(ctx, "sb-race", func(o *lifecycle.Overrides) error { o.Metadata = nil; return refused }); err != refused {
+			t.Errorf("a change that fails: %v, want its error as is", err)
+		}
+		if o, _ := b.GetOverrides(ctx, "sb-race"); o.Metadata["patched"] != "by-b" {
+			t.Errorf("a failed change was written: %+v", o)
+		}
+	})
+
 	t.Run("snapshot records", func(t *testing.T) {
 		ns := env.Namespace(t)
 		s := newStore(t, env, ns, "replica-a", nil, nil)

@@ -187,22 +187,25 @@ func (s *Service) Renew(ctx context.Context, id string, at time.Time) (time.Time
 	if err != nil {
 		return time.Time{}, err
 	}
-	if effectiveExpiry(rs, o) == nil {
-		return time.Time{}, newError(ErrNotRenewable, nil,
-			"sandbox %q was created without a timeout and does not expire; it cannot be renewed", id)
-	}
 	now := s.now()
 	at = at.UTC()
-	if !at.After(now) {
-		return time.Time{}, newError(ErrInvalidExpiration, nil,
-			"expiresAt %s is not in the future", at.Format(time.RFC3339))
-	}
-	if s.cfg.MaxTimeout > 0 && at.Sub(now) > s.cfg.MaxTimeout {
-		return time.Time{}, newError(ErrInvalidExpiration, nil,
-			"expiresAt %s is more than the maximum timeout (%s) from now", at.Format(time.RFC3339), s.cfg.MaxTimeout)
-	}
-	o.ExpiresAt = &at
-	if err := s.store.PutOverrides(ctx, id, o); err != nil {
+	err = s.updateOverrides(ctx, id, o, func(o *Overrides) error {
+		if effectiveExpiry(rs, *o) == nil {
+			return newError(ErrNotRenewable, nil,
+				"sandbox %q was created without a timeout and does not expire; it cannot be renewed", id)
+		}
+		if !at.After(now) {
+			return newError(ErrInvalidExpiration, nil,
+				"expiresAt %s is not in the future", at.Format(time.RFC3339))
+		}
+		if s.cfg.MaxTimeout > 0 && at.Sub(now) > s.cfg.MaxTimeout {
+			return newError(ErrInvalidExpiration, nil,
+				"expiresAt %s is more than the maximum timeout (%s) from now", at.Format(time.RFC3339), s.cfg.MaxTimeout)
+		}
+		o.ExpiresAt = &at
+		return nil
+	})
+	if err != nil {
 		return time.Time{}, err
 	}
 	s.expiry.set(id, at)
@@ -221,15 +224,34 @@ func (s *Service) PatchMetadata(ctx context.Context, id string, patch map[string
 	if err != nil {
 		return rs, err
 	}
-	merged, err := mergePatch(effectiveMetadata(rs, o), patch)
+	var stored Overrides
+	err = s.updateOverrides(ctx, id, o, func(o *Overrides) error {
+		merged, err := mergePatch(effectiveMetadata(rs, *o), patch)
+		if err != nil {
+			return err
+		}
+		o.Metadata = merged
+		stored = *o
+		return nil
+	})
 	if err != nil {
 		return rs, err
 	}
-	o.Metadata = merged
-	if err := s.store.PutOverrides(ctx, id, o); err != nil {
-		return rs, err
+	return Effective(rs, stored), nil
+}
+
+// updateOverrides applies change to sandbox id's overrides: as one
+// conflict-checked read-modify-write when the store is shared
+// (OverridesUpdater), else to read (the overrides lookup read, which the
+// per-sandbox lock keeps current on a store of this server alone).
+func (s *Service) updateOverrides(ctx context.Context, id string, read Overrides, change func(*Overrides) error) error {
+	if u, ok := s.store.(OverridesUpdater); ok {
+		return u.UpdateOverrides(ctx, id, change)
 	}
-	return Effective(rs, o), nil
+	if err := change(&read); err != nil {
+		return err
+	}
+	return s.store.PutOverrides(ctx, id, read)
 }
 
 // mergePatch returns a copy of current with patch applied. Values must be

@@ -40,6 +40,17 @@ type Store interface {
 	CreateJournal
 }
 
+// OverridesUpdater is a Store whose overrides several servers may change
+// at once (kubestore: the cluster is shared). UpdateOverrides applies
+// change to the overrides as stored now, in one read-modify-write no
+// other writer can interleave with (a conflict re-reads and re-applies
+// change); an error from change aborts the update and is returned as is.
+// Without it, a renew on one server and a metadata patch on another could
+// each write back what they read, and the patch would undo the renew.
+type OverridesUpdater interface {
+	UpdateOverrides(ctx context.Context, sandboxID string, change func(*Overrides) error) error
+}
+
 // Overrides are the changes made to a sandbox after it was created, which
 // the runtime keeps no record of.
 type Overrides struct {

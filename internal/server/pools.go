@@ -115,6 +115,19 @@ func (s *Server) poolsOf() (runtime.Pools, *apierror.Error) {
 	return nil, poolsNotSupported("pool management needs the kubernetes runtime ([runtime] type = \"kubernetes\"); this server's runtime has no pools")
 }
 
+// withPools serves h with the runtime's pool manager, or answers the 501
+// that says there is none.
+func (s *Server) withPools(h func(http.ResponseWriter, *http.Request, runtime.Pools)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		pools, ae := s.poolsOf()
+		if ae != nil {
+			s.writeError(w, r, ae)
+			return
+		}
+		h(w, r, pools)
+	}
+}
+
 func poolsNotSupported(format string, args ...any) *apierror.Error {
 	return apierror.New(http.StatusNotImplemented, apierror.CodePoolNotSupported, format, args...)
 }
@@ -136,12 +149,7 @@ func fromPoolError(err error, name string) *apierror.Error {
 	return fromRuntime(err, poolCodes, subject)
 }
 
-func (s *Server) createPool(w http.ResponseWriter, r *http.Request) {
-	pools, ae := s.poolsOf()
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
+func (s *Server) createPool(w http.ResponseWriter, r *http.Request, pools runtime.Pools) {
 	var req createPoolRequest
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
@@ -168,12 +176,7 @@ func (s *Server) createPool(w http.ResponseWriter, r *http.Request) {
 	apierror.WriteJSON(w, http.StatusCreated, toPoolResponse(p))
 }
 
-func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
-	pools, ae := s.poolsOf()
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
+func (s *Server) listPools(w http.ResponseWriter, r *http.Request, pools runtime.Pools) {
 	all, err := pools.ListPools(r.Context())
 	if err != nil {
 		s.writeError(w, r, fromPoolError(err, ""))
@@ -187,12 +190,7 @@ func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
 	apierror.WriteJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) getPool(w http.ResponseWriter, r *http.Request) {
-	pools, ae := s.poolsOf()
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
+func (s *Server) getPool(w http.ResponseWriter, r *http.Request, pools runtime.Pools) {
 	name := r.PathValue("poolName")
 	p, err := pools.GetPool(r.Context(), name)
 	if err != nil {
@@ -202,12 +200,7 @@ func (s *Server) getPool(w http.ResponseWriter, r *http.Request) {
 	apierror.WriteJSON(w, http.StatusOK, toPoolResponse(p))
 }
 
-func (s *Server) updatePool(w http.ResponseWriter, r *http.Request) {
-	pools, ae := s.poolsOf()
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
+func (s *Server) updatePool(w http.ResponseWriter, r *http.Request, pools runtime.Pools) {
 	var req updatePoolRequest
 	if err := decodeJSON(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
@@ -227,12 +220,7 @@ func (s *Server) updatePool(w http.ResponseWriter, r *http.Request) {
 	apierror.WriteJSON(w, http.StatusOK, toPoolResponse(p))
 }
 
-func (s *Server) deletePool(w http.ResponseWriter, r *http.Request) {
-	pools, ae := s.poolsOf()
-	if ae != nil {
-		s.writeError(w, r, ae)
-		return
-	}
+func (s *Server) deletePool(w http.ResponseWriter, r *http.Request, pools runtime.Pools) {
 	name := r.PathValue("poolName")
 	if err := pools.DeletePool(r.Context(), name); err != nil {
 		s.writeError(w, r, fromPoolError(err, name))

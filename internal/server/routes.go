@@ -42,11 +42,11 @@ func (s *Server) routes() []route {
 
 		// Warm pools: 501 POOL_NOT_SUPPORTED unless the runtime implements
 		// runtime.Pools (see pools.go).
-		{pattern: "POST /pools", handler: s.createPool},
-		{pattern: "GET /pools", handler: s.listPools},
-		{pattern: "GET /pools/{poolName}", handler: s.getPool},
-		{pattern: "PUT /pools/{poolName}", handler: s.updatePool},
-		{pattern: "DELETE /pools/{poolName}", handler: s.deletePool},
+		{pattern: "POST /pools", handler: s.withPools(s.createPool)},
+		{pattern: "GET /pools", handler: s.withPools(s.listPools)},
+		{pattern: "GET /pools/{poolName}", handler: s.withPools(s.getPool)},
+		{pattern: "PUT /pools/{poolName}", handler: s.withPools(s.updatePool)},
+		{pattern: "DELETE /pools/{poolName}", handler: s.withPools(s.deletePool)},
 
 		{pattern: "GET /sandboxes/{sandboxId}/diagnostics/logs", handler: s.diagnosticLogs},
 		{pattern: "GET /sandboxes/{sandboxId}/diagnostics/events", handler: s.diagnosticEvents},

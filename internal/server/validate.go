@@ -29,8 +29,8 @@ const extPoolRef = "poolRef"
 // *apierror.Error naming the offending field.
 func (s *Server) checkCreate(req *sandbox.CreateSandboxRequest) (runtime.Spec, time.Duration, error) {
 	var spec runtime.Spec
-	if _, ok := req.Extensions[extPoolRef]; ok {
-		return spec, 0, notSupported("extensions.%s: sandbox pools are not available on this server", extPoolRef)
+	if ref, ok := req.Extensions[extPoolRef]; ok {
+		return s.checkPooledCreate(req, ref)
 	}
 	switch {
 	case req.Image != nil && req.SnapshotID != "":
@@ -112,6 +112,66 @@ func (s *Server) checkCreate(req *sandbox.CreateSandboxRequest) (runtime.Spec, t
 	if spec.Volumes, err = s.checkVolumes(req.Volumes); err != nil {
 		return spec, 0, err
 	}
+	return spec, timeout, nil
+}
+
+// checkPooledCreate validates a create with extensions.poolRef: the
+// sandbox is a warm pod of a Pool, so the pool's template decides its
+// image, entrypoint, resources and volumes. image, entrypoint and
+// resourceLimits are accepted and not used (the SDKs send defaults for
+// them); what would change the pod or its network is refused, rather than
+// silently dropped. env reaches every process execd starts (the claim
+// carries it); metadata labels the sandbox.
+func (s *Server) checkPooledCreate(req *sandbox.CreateSandboxRequest, ref string) (runtime.Spec, time.Duration, error) {
+	var spec runtime.Spec
+	if _, ok := s.cfg.Runtime.(runtime.Pools); !ok {
+		return spec, 0, notSupported("extensions.%s: sandbox pools are not available on this server's runtime", extPoolRef)
+	}
+	ref = strings.TrimSpace(ref)
+	if ref == "" {
+		return spec, 0, badRequest("extensions.%s: empty; name a pool, or \"*\" for any pool made by this server", extPoolRef)
+	}
+	if ref != "*" {
+		if err := grammar.CheckDNSSubdomain(ref); err != nil {
+			return spec, 0, badRequest("extensions.%s: %v", extPoolRef, err)
+		}
+	}
+	for field, given := range map[string]bool{
+		"snapshotId":      req.SnapshotID != "",
+		"volumes":         len(req.Volumes) > 0,
+		"networkPolicy":   req.NetworkPolicy != nil,
+		"credentialProxy": req.CredentialProxy != nil,
+		"platform":        req.Platform != nil,
+		"image.auth":      req.Image != nil && req.Image.Auth != nil,
+		"secureAccess":    req.SecureAccess,
+	} {
+		if given {
+			return spec, 0, badRequest("%s: not available for a sandbox from a pool (extensions.%s); the pool's template decides the pod", field, extPoolRef)
+		}
+	}
+	if _, ok := req.Extensions[sandbox.ExtIsolatedExecution]; ok {
+		return spec, 0, badRequest("extensions.%s: not available for a sandbox from a pool", sandbox.ExtIsolatedExecution)
+	}
+	timeout, err := s.checkTimeout(req.Timeout)
+	if err != nil {
+		return spec, 0, err
+	}
+	// Checked as for any create, so a bad value is still a clear error.
+	if _, err := checkResources(req.ResourceLimits); err != nil {
+		return spec, 0, err
+	}
+	if err := checkEnv(req.Env); err != nil {
+		return spec, 0, err
+	}
+	if err := checkMetadata("metadata", req.Metadata); err != nil {
+		return spec, 0, err
+	}
+	spec.PoolRef = ref
+	if req.Image != nil {
+		spec.Image = strings.TrimSpace(req.Image.URI)
+	}
+	spec.Env = maps.Clone(req.Env)
+	spec.Metadata = maps.Clone(req.Metadata)
 	return spec, timeout, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/opensandbox-go/opensandbox/internal/apierror"
+	"github.com/opensandbox-go/opensandbox/internal/kubepool"
 	"github.com/opensandbox-go/opensandbox/internal/runtime"
 )
 
@@ -294,5 +295,78 @@ func TestHostPathJudgedByRuntime(t *testing.T) {
 	}
 	if spec := e.rt.lastSpec(); len(spec.Volumes) != 1 || spec.Volumes[0].HostPath != "/etc/../etc" {
 		t.Errorf("runtime got volumes %+v, want the host path as the request gave it", e.rt.lastSpec().Volumes)
+	}
+}
+
+// A create with extensions.poolRef on a runtime with pools: what the
+// pool's template decides is refused when it would change the pod, and
+// accepted but unused when the SDKs send it anyway (image, entrypoint,
+// resourceLimits); env and metadata reach the runtime.
+func TestPooledCreate(t *testing.T) {
+	e := newEnv(t, func(c *Config) {
+		c.Runtime = &withPools{stubRuntime: c.Runtime.(*stubRuntime), Pools: kubepool.New(nil, "unused")}
+	})
+	pooled := func(edit func(b map[string]any)) map[string]any {
+		b := map[string]any{"timeout": 3600, "extensions": map[string]string{"poolRef": "warm"}}
+		if edit != nil {
+			edit(b)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(b map[string]any)
+		want string
+	}{
+		{"empty poolRef", func(b map[string]any) { b["extensions"] = map[string]string{"poolRef": " "} }, "extensions.poolRef: empty"},
+		{"bad poolRef", func(b map[string]any) { b["extensions"] = map[string]string{"poolRef": "Not_A_Name"} }, "extensions.poolRef"},
+		{"snapshot", func(b map[string]any) { b["snapshotId"] = "s1" }, "snapshotId: not available"},
+		{"volumes", func(b map[string]any) {
+			b["volumes"] = []any{map[string]any{"name": "d", "mountPath": "/d", "pvc": map[string]any{"claimName": "c"}}}
+		}, "volumes: not available"},
+		{"network policy", func(b map[string]any) { b["networkPolicy"] = map[string]any{"defaultAction": "deny"} }, "networkPolicy: not available"},
+		{"platform", func(b map[string]any) { b["platform"] = map[string]string{"os": "linux", "arch": "amd64"} }, "platform: not available"},
+		{"image auth", func(b map[string]any) {
+			b["image"] = map[string]any{"uri": "x", "auth": map[string]any{"username": "u", "password": "p"}}
+		}, "image.auth: not available"},
+		{"isolated", func(b map[string]any) {
+			b["extensions"] = map[string]string{"poolRef": "warm", "opensandbox.io/isolated-execution": "true"}
+		}, "not available for a sandbox from a pool"},
+		{"bad env", func(b map[string]any) { b["env"] = map[string]string{"A=B": "x"} }, "env"},
+		{"bad resources", func(b map[string]any) { b["resourceLimits"] = map[string]string{"cpu": "lots"} }, "resourceLimits.cpu"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.do("POST", "/v1/sandboxes", pooled(tc.edit))
+			if r.status != http.StatusBadRequest || !strings.Contains(string(r.body), tc.want) {
+				t.Errorf("= %s, want 400 mentioning %q", r, tc.want)
+			}
+		})
+	}
+	if n := len(e.rt.specs); n != 0 {
+		t.Fatalf("refused creates reached the runtime: %d specs", n)
+	}
+
+	// What the JS SDK sends for a pooled create.
+	id := e.createSandbox(pooled(func(b map[string]any) {
+		b["image"] = map[string]any{"uri": "ignored:latest"}
+		b["entrypoint"] = []string{"tail", "-f", "/dev/null"}
+		b["resourceLimits"] = map[string]string{"cpu": "1", "memory": "2Gi"}
+		b["env"] = map[string]string{"POOLED": "yes"}
+		b["metadata"] = map[string]string{"team": "a"}
+	}))
+	var spec runtime.Spec
+	waitFor(t, "the runtime's create", 5*time.Second, func() bool {
+		e.rt.mu.Lock()
+		defer e.rt.mu.Unlock()
+		for _, s := range e.rt.specs {
+			if s.ID == id {
+				spec = s
+				return true
+			}
+		}
+		return false
+	})
+	if spec.PoolRef != "warm" || spec.Env["POOLED"] != "yes" || spec.Metadata["team"] != "a" || len(spec.Entrypoint) != 0 || spec.Resources != (runtime.Resources{}) || spec.ExecdToken == "" {
+		t.Errorf("spec of a pooled create = %+v", spec)
 	}
 }

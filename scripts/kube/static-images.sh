@@ -17,6 +17,7 @@ BIN=${BIN:-bin}
 # image-ref | binary in $BIN | entrypoint (JSON array)
 IMAGES=(
 	'opensandbox/execd:latest|execd|["/execd"]'
+	'opensandbox/egress:latest|egress|["/egress"]'
 	'opensandbox/controller:latest|opensandbox-controller|["/opensandbox-controller"]'
 	'opensandbox/task-executor:latest|task-executor|["/task-executor"]'
 	'opensandbox/image-committer:latest|image-committer|["/image-committer"]'

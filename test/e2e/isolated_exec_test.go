@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opensandbox-go/opensandbox/internal/jscompat"
 	"github.com/opensandbox-go/opensandbox/internal/openapitest"
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
 )
@@ -292,14 +293,12 @@ func TestIsolatedExecutionOff(t *testing.T) {
 // same script with the option off).
 func TestIsolatedExecutionCompatJSSDK(t *testing.T) {
 	binPath(t, "opensandbox-server") // skips unless OSB_E2E=1
-	node := requireNode(t)
-	dir := openapitest.RepoPath("test/compat/js")
-	npmInstall(t, dir)
+	node := jscompat.Node(t)
 	s := startServer(t, serverOpts{dockerTOML: onRequestTOML})
 	image := presentBaseImage(t)
 	runID := fmt.Sprintf("compat-isolation-%d", time.Now().UnixNano())
 	t.Cleanup(func() { deleteByMetadata(t, s, "compat", runID) })
-	out, err := runCompatScript(node, dir, s, image, runID, "COMPAT_ISOLATION=1")
+	out, err := runCompatScript(node, s, image, runID, "COMPAT_ISOLATION=1")
 	if err != nil {
 		t.Fatalf("node compat.mjs with COMPAT_ISOLATION=1: %v\n%s", err, out)
 	}

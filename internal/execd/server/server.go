@@ -33,7 +33,11 @@ type Config struct {
 	// AccessToken, when set, must be sent in X-EXECD-ACCESS-TOKEN with
 	// every request.
 	AccessToken string
-	Logger      *slog.Logger
+	// ClaimToken starts execd unclaimed, for a pool's pod: it serves only
+	// POST /claim with this token, which sets the access token (see
+	// claim.go). Excludes AccessToken.
+	ClaimToken string
+	Logger     *slog.Logger
 	// Port is the TCP port execd listens on. Requests for /proxy/{Port}/...
 	// (the shape a Docker bridge endpoint for execd has) are served by
 	// execd's own routes with the prefix removed, never forwarded to
@@ -65,6 +69,7 @@ const DefaultReadHeaderTimeout = 10 * time.Second
 // Server is execd's HTTP API.
 type Server struct {
 	cfg     Config
+	gate    *gate
 	mux     *http.ServeMux
 	handler http.Handler
 	tel     *telemetry.Metrics
@@ -81,7 +86,7 @@ func New(cfg Config) *Server {
 	if cfg.BodyLimits == (httpmw.BodyLimits{}) {
 		cfg.BodyLimits = httpmw.DefaultBodyLimits
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), gate: &gate{access: cfg.AccessToken, claim: cfg.ClaimToken}}
 	s.tel = telemetry.New(telemetry.Gauges{
 		RunningCommands: cfg.Commands.Running,
 		Sessions:        cfg.Sessions.Count,
@@ -257,17 +262,22 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) auth(next http.Handler) http.Handler {
-	if s.cfg.AccessToken == "" {
+	if s.cfg.AccessToken == "" && s.cfg.ClaimToken == "" {
 		return next
 	}
-	want := []byte(s.cfg.AccessToken)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == ClaimPath {
+			s.claim(w, r)
+			return
+		}
+		want := s.gate.accessToken()
+		if want == "" {
+			unauthorized(w, "Unauthorized: this execd waits to be claimed for a sandbox")
+			return
+		}
 		got := []byte(r.Header.Get(sandbox.AccessTokenHeader))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
-			// Upstream execd answers 401 with an "error" key, not code/message.
-			apierror.WriteJSON(w, http.StatusUnauthorized, map[string]string{
-				"error": "Unauthorized: invalid or missing header " + sandbox.AccessTokenHeader,
-			})
+		if subtle.ConstantTimeCompare(got, []byte(want)) != 1 {
+			unauthorized(w, "Unauthorized: invalid or missing header "+sandbox.AccessTokenHeader)
 			return
 		}
 		next.ServeHTTP(w, r)

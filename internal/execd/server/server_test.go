@@ -41,6 +41,12 @@ const forwardHost = "127.0.0.2"
 // port it listens on, as cmd/execd does.
 func startServer(t *testing.T) (*httptest.Server, int) {
 	t.Helper()
+	return startServerWith(t, nil)
+}
+
+// startServerWith is startServer with edit applied to the Config first.
+func startServerWith(t *testing.T, edit func(*Config)) (*httptest.Server, int) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +60,7 @@ func startServer(t *testing.T) (*httptest.Server, int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{
+	cfg := Config{
 		AccessToken: testToken,
 		Port:        port,
 		Commands:    cmds,
@@ -65,7 +71,11 @@ func startServer(t *testing.T) (*httptest.Server, int) {
 		PTY:         pty.New(pty.Options{}),
 		Isolated:    isolation.New(isolation.Options{}),
 		Proxy:       proxy.New(proxy.Options{Host: forwardHost, StripHeaders: []string{sandbox.AccessTokenHeader}}),
-	})
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	s := New(cfg)
 	srv := httptest.NewUnstartedServer(s.Handler())
 	srv.Listener.Close()
 	srv.Listener = ln

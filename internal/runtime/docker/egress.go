@@ -114,7 +114,8 @@ func (r *Runtime) importImage(ctx context.Context, ref string, tarball []byte, c
 
 // pruneImages removes the images of repo other than keep (those of older
 // binaries); the engine refuses to remove one a container still uses,
-// which is fine.
+// which is fine. Only tags this driver makes (a hash) go: others, such as
+// opensandbox/egress:latest of make kube-images, are someone else's.
 func (r *Runtime) pruneImages(ctx context.Context, repo, keep string) {
 	imgs, err := r.cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("reference", repo))})
 	if err != nil {
@@ -122,11 +123,22 @@ func (r *Runtime) pruneImages(ctx context.Context, repo, keep string) {
 	}
 	for _, img := range imgs {
 		for _, tag := range img.RepoTags {
-			if tag != keep && strings.HasPrefix(tag, repo+":") {
+			if tag != keep && hashTag(tag, repo) {
 				_, _ = r.cli.ImageRemove(ctx, tag, image.RemoveOptions{PruneChildren: true})
 			}
 		}
 	}
+}
+
+// hashTag reports whether tag is repo:<16 hex digits>, a tag of an image
+// the driver built from a binary's hash.
+func hashTag(tag, repo string) bool {
+	h, ok := strings.CutPrefix(tag, repo+":")
+	if !ok || len(h) != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil && strings.ToLower(h) == h
 }
 
 // egressRootfs is the sidecar's whole filesystem.

@@ -41,3 +41,20 @@ func TestSidecarEnvContract(t *testing.T) {
 		t.Error("a bad DoH blocklist entry was written")
 	}
 }
+
+// TestHashTag: only the tags the driver builds are pruned, never
+// opensandbox/egress:latest (make kube-images) or another repo's.
+func TestHashTag(t *testing.T) {
+	for tag, want := range map[string]bool{
+		egressRepo + ":0123456789abcdef":     true,
+		egressRepo + ":latest":               false,
+		egressRepo + ":v1.1.0":               false,
+		egressRepo + ":0123456789ABCDEF":     false,
+		egressRepo + ":0123456789abcde":      false,
+		"opensandbox/other:0123456789abcdef": false,
+	} {
+		if got := hashTag(tag, egressRepo); got != want {
+			t.Errorf("hashTag(%q) = %v, want %v", tag, got, want)
+		}
+	}
+}

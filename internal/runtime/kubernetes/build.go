@@ -70,16 +70,14 @@ func validate(spec runtime.Spec) error {
 		return fmt.Errorf("kubernetes: create: empty sandbox id: %w", runtime.ErrInvalid)
 	case len(spec.ID) > 63-len(pullSecretName):
 		return fmt.Errorf("kubernetes: create: sandbox id %q is longer than %d characters: %w", spec.ID, 63-len(pullSecretName), runtime.ErrInvalid)
-	case len(spec.Entrypoint) == 0 || spec.Entrypoint[0] == "":
+	case spec.PoolRef == "" && (len(spec.Entrypoint) == 0 || spec.Entrypoint[0] == ""):
 		return fmt.Errorf("kubernetes: sandbox %s: empty entrypoint: %w", spec.ID, runtime.ErrInvalid)
-	case spec.Image == "" && spec.SnapshotID == "":
+	case spec.PoolRef == "" && spec.Image == "" && spec.SnapshotID == "":
 		return fmt.Errorf("kubernetes: sandbox %s: no image and no snapshot: %w", spec.ID, runtime.ErrInvalid)
 	case spec.Resources.NanoCPUs < 0 || spec.Resources.MemoryBytes < 0 || spec.Resources.GPUs < -1 || spec.Resources.DiskBytes < 0:
 		return fmt.Errorf("kubernetes: sandbox %s: negative resource limit: %w", spec.ID, runtime.ErrInvalid)
 	case spec.Resources.GPUs == -1:
 		return fmt.Errorf("kubernetes: sandbox %s: \"all GPUs\" has no meaning on a cluster, ask for a number: %w", spec.ID, runtime.ErrNotSupported)
-	case spec.Egress != nil:
-		return fmt.Errorf("kubernetes: sandbox %s: network policies: %w", spec.ID, runtime.ErrNotSupported)
 	}
 	if err := grammar.CheckDNSLabel(spec.ID); err != nil {
 		return fmt.Errorf("kubernetes: create: sandbox id %q cannot name a resource: %w", spec.ID, err)
@@ -90,8 +88,15 @@ func validate(spec runtime.Spec) error {
 				return fmt.Errorf("kubernetes: sandbox %s: poolRef: %w", spec.ID, err)
 			}
 		}
-		if len(spec.Volumes) > 0 {
-			return fmt.Errorf("kubernetes: sandbox %s: volumes of a pooled sandbox (the pool's template has its own): %w", spec.ID, runtime.ErrNotSupported)
+		// The pool's template decides the pod; these would change it.
+		for what, given := range map[string]bool{
+			"volumes": len(spec.Volumes) > 0, "a snapshot": spec.SnapshotID != "",
+			"a platform": spec.Platform != nil, "image credentials": spec.ImageAuth != nil,
+			"isolated execution": spec.IsolatedExecution, "a network policy": spec.Egress != nil,
+		} {
+			if given {
+				return fmt.Errorf("kubernetes: sandbox %s: %s for a sandbox from a pool (the pool's template decides its pod): %w", spec.ID, what, runtime.ErrNotSupported)
+			}
 		}
 	}
 	if err := checkVolumes(spec); err != nil {
@@ -157,11 +162,14 @@ func (r *Runtime) batchSandbox(spec runtime.Spec, image string, pullSecrets, man
 	for k, v := range spec.Metadata {
 		lbl[k] = v
 	}
-	entry, err := json.Marshal(spec.Entrypoint)
-	if err != nil {
-		return nil, err
+	ann := map[string]string{}
+	if len(spec.Entrypoint) > 0 {
+		entry, err := json.Marshal(spec.Entrypoint)
+		if err != nil {
+			return nil, err
+		}
+		ann[annEntrypoint] = string(entry)
 	}
-	ann := map[string]string{annEntrypoint: string(entry)}
 	if spec.Image != "" {
 		ann[annImage] = spec.Image
 	}
@@ -208,15 +216,6 @@ func (r *Runtime) podTemplate(spec runtime.Spec, image string, pullSecrets []str
 	}
 	t.Labels[labelID] = spec.ID
 	ps := &t.Spec
-	mount := corev1.VolumeMount{Name: execdVolume, MountPath: execdDir}
-	ps.Volumes = append(slices.DeleteFunc(ps.Volumes, func(v corev1.Volume) bool { return v.Name == execdVolume }),
-		corev1.Volume{Name: execdVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
-	ps.InitContainers = append(slices.DeleteFunc(ps.InitContainers, func(c corev1.Container) bool { return c.Name == initContainer }),
-		corev1.Container{
-			Name: initContainer, Image: r.opts.ExecdImage, ImagePullPolicy: r.opts.ImagePullPolicy,
-			Args: []string{"install", execdDir}, VolumeMounts: []corev1.VolumeMount{mount},
-			Resources: *r.opts.ExecdInitResources.DeepCopy(),
-		})
 
 	// The main container: the template's container of that name (or a new
 	// one) with our image, command, environment and limits.
@@ -228,23 +227,18 @@ func (r *Runtime) podTemplate(spec runtime.Spec, image string, pullSecrets []str
 	c := &ps.Containers[i]
 	c.Image = image
 	c.ImagePullPolicy = r.opts.ImagePullPolicy
-	c.Command = []string{execdBinary}
-	c.Args = append([]string{"--"}, spec.Entrypoint...)
-	c.VolumeMounts = append(slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == execdDir }), mount)
+	r.installExecd(ps, c, spec.Entrypoint)
 	c.Env = append(c.Env, userEnv(spec.Env)...)
 	c.Env = append(c.Env, corev1.EnvVar{Name: execdTokenEnv, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: spec.ID}, Key: keyExecdToken,
 	}}})
-	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.ContainerPort == sandbox.ExecdPort }) {
-		c.Ports = append(c.Ports, corev1.ContainerPort{Name: "execd", ContainerPort: sandbox.ExecdPort, Protocol: corev1.ProtocolTCP})
-	}
-	// Ready once execd listens; /ping needs the token, so the probe only
-	// connects.
-	c.ReadinessProbe = &corev1.Probe{
-		ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(sandbox.ExecdPort)}},
-		PeriodSeconds: 1, FailureThreshold: 1,
-	}
 	addVolumes(ps, c, spec.Volumes)
+	if spec.Egress != nil {
+		if err := r.addEgress(ps, i, spec); err != nil {
+			return nil, err
+		}
+		c = &ps.Containers[i]
+	}
 	limits := resourceLimits(spec.Resources)
 	if len(limits) > 0 {
 		if c.Resources.Limits == nil {
@@ -285,6 +279,35 @@ func (r *Runtime) podTemplate(spec runtime.Spec, image string, pullSecrets []str
 		ps.RestartPolicy = corev1.RestartPolicyNever
 	}
 	return t, nil
+}
+
+// installExecd makes container c of ps run execd, copied from the execd
+// image by an init container into a shared emptyDir, supervising
+// entrypoint (execd alone when it is empty). It is ready once execd
+// listens: /ping needs the token, so the probe only connects.
+func (r *Runtime) installExecd(ps *corev1.PodSpec, c *corev1.Container, entrypoint []string) {
+	mount := corev1.VolumeMount{Name: execdVolume, MountPath: execdDir}
+	ps.Volumes = append(slices.DeleteFunc(ps.Volumes, func(v corev1.Volume) bool { return v.Name == execdVolume }),
+		corev1.Volume{Name: execdVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	ps.InitContainers = append(slices.DeleteFunc(ps.InitContainers, func(c corev1.Container) bool { return c.Name == initContainer }),
+		corev1.Container{
+			Name: initContainer, Image: r.opts.ExecdImage, ImagePullPolicy: r.opts.ImagePullPolicy,
+			Args: []string{"install", execdDir}, VolumeMounts: []corev1.VolumeMount{mount},
+			Resources: *r.opts.ExecdInitResources.DeepCopy(),
+		})
+	c.Command = []string{execdBinary}
+	c.Args = nil
+	if len(entrypoint) > 0 {
+		c.Args = append([]string{"--"}, entrypoint...)
+	}
+	c.VolumeMounts = append(slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == execdDir }), mount)
+	if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.ContainerPort == sandbox.ExecdPort }) {
+		c.Ports = append(c.Ports, corev1.ContainerPort{Name: "execd", ContainerPort: sandbox.ExecdPort, Protocol: corev1.ProtocolTCP})
+	}
+	c.ReadinessProbe = &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(sandbox.ExecdPort)}},
+		PeriodSeconds: 1, FailureThreshold: 1,
+	}
 }
 
 // userEnv is the user's environment, sorted, without the variables execd

@@ -290,4 +290,86 @@ func TestPooledBatchSandbox(t *testing.T) {
 	if err := validate(spec); !errors.Is(err, runtime.ErrInvalid) {
 		t.Errorf("bad poolRef: %v, want ErrInvalid", err)
 	}
+
+	// The pool decides image and entrypoint; what would change the pod is refused.
+	minimal := runtime.Spec{ID: "sbx-2", PoolRef: "warm", ExecdToken: "t", Env: map[string]string{"A": "1"}}
+	if err := validate(minimal); err != nil {
+		t.Errorf("pooled spec without image or entrypoint: %v", err)
+	}
+	for what, change := range map[string]func(*runtime.Spec){
+		"snapshot":  func(s *runtime.Spec) { s.SnapshotID = "snap" },
+		"platform":  func(s *runtime.Spec) { s.Platform = &runtime.Platform{OS: "linux", Arch: "amd64"} },
+		"auth":      func(s *runtime.Spec) { s.ImageAuth = &runtime.RegistryAuth{Username: "u"} },
+		"isolation": func(s *runtime.Spec) { s.IsolatedExecution = true },
+	} {
+		s := minimal
+		change(&s)
+		if err := validate(s); !errors.Is(err, runtime.ErrNotSupported) {
+			t.Errorf("pooled with %s: %v, want ErrNotSupported", what, err)
+		}
+	}
+	b, err = r.batchSandbox(minimal, "", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Annotations[annEntrypoint]; ok || b.Spec.Template != nil {
+		t.Errorf("pooled BatchSandbox without entrypoint: annotations %v, template %v", b.Annotations, b.Spec.Template)
+	}
+	sb, err := sandboxOf(observed{bsbx: b})
+	if err != nil || sb.Entrypoint == nil || len(sb.Entrypoint) != 0 {
+		t.Errorf("Get of a pooled sandbox: entrypoint %#v, %v; want empty, not null", sb.Entrypoint, err)
+	}
+}
+
+func TestPoolTemplate(t *testing.T) {
+	r := testRuntime()
+	r.opts.RuntimeClassName = "gvisor"
+	tmpl := func(c corev1.Container) corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{c, {Name: "side", Image: "side:1"}}}}
+	}
+	t1 := tmpl(corev1.Container{Name: "app", Image: "base:1", Command: []string{"sleep"}, Args: []string{"infinity"},
+		Env: []corev1.EnvVar{{Name: "KEEP", Value: "1"}, {Name: execdTokenEnv, Value: "no"}}})
+	if err := r.poolTemplate(&t1); err != nil {
+		t.Fatal(err)
+	}
+	c := t1.Spec.Containers[0]
+	if !slices.Equal(c.Command, []string{execdBinary}) || !slices.Equal(c.Args, []string{"--", "sleep", "infinity"}) {
+		t.Errorf("pool container runs %q %q, want execd supervising sleep infinity", c.Command, c.Args)
+	}
+	var claim *corev1.EnvVar
+	for i, e := range c.Env {
+		switch e.Name {
+		case claimEnv:
+			claim = &c.Env[i]
+		case execdTokenEnv:
+			t.Errorf("a pool container keeps %s", execdTokenEnv)
+		}
+	}
+	if claim == nil || claim.ValueFrom == nil || claim.ValueFrom.SecretKeyRef.Name != ClaimSecret || claim.ValueFrom.SecretKeyRef.Key != keyClaim {
+		t.Errorf("claim token env = %+v, want from Secret %s", claim, ClaimSecret)
+	}
+	if len(t1.Spec.InitContainers) != 1 || t1.Spec.InitContainers[0].Name != initContainer || t1.Labels[labelExecd] != execdClaim ||
+		c.ReadinessProbe == nil || *t1.Spec.AutomountServiceAccountToken || *t1.Spec.RuntimeClassName != "gvisor" {
+		t.Errorf("pool template not prepared: %+v", t1)
+	}
+	if sc := t1.Spec.Containers[1]; sc.Command != nil || len(sc.Env) != 0 {
+		t.Errorf("the second container changed: %+v", sc)
+	}
+	// Idempotent: a template read back from a pool stays as it was.
+	again := *t1.DeepCopy()
+	if err := r.poolTemplate(&again); err != nil {
+		t.Fatal(err)
+	}
+	if mustJSON(t, again) != mustJSON(t, t1) {
+		t.Errorf("preparing twice changed the template:\n%s\n%s", mustJSON(t, t1), mustJSON(t, again))
+	}
+
+	bare := tmpl(corev1.Container{Name: "app", Image: "base:1"})
+	if err := r.poolTemplate(&bare); err != nil || bare.Spec.Containers[0].Args != nil {
+		t.Errorf("a container without a command: args %q, %v; want execd alone", bare.Spec.Containers[0].Args, err)
+	}
+	argsOnly := tmpl(corev1.Container{Name: "app", Image: "base:1", Args: []string{"x"}})
+	if err := r.poolTemplate(&argsOnly); !errors.Is(err, runtime.ErrInvalid) || !strings.Contains(err.Error(), "containers[0]") {
+		t.Errorf("args without a command: %v, want ErrInvalid naming the container", err)
+	}
 }

@@ -45,6 +45,13 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (runtime.Sandbo
 		return runtime.Sandbox{}, err
 	}
 	start := time.Now()
+	if spec.PoolRef == sandboxv1alpha1.PoolRefAny {
+		ref, err := r.resolvePoolRef(ctx, spec)
+		if err != nil {
+			return runtime.Sandbox{}, err
+		}
+		spec.PoolRef = ref
+	}
 	image := spec.Image
 	if spec.SnapshotID != "" {
 		var err error
@@ -131,7 +138,7 @@ func (r *Runtime) create(ctx context.Context, spec runtime.Spec, bsbx *sandboxv1
 			return runtime.Sandbox{}, true, apiErr(err, "kubernetes: sandbox %s: own claim %s", spec.ID, name)
 		}
 	}
-	if err := r.waitRunning(ctx, spec.ID, spec.ExecdToken); err != nil {
+	if err := r.waitRunning(ctx, spec); err != nil {
 		return runtime.Sandbox{}, true, err
 	}
 	sb, err := r.Get(ctx, spec.ID)
@@ -158,16 +165,18 @@ func (r *Runtime) undoCreate(ctx context.Context, id string, madeBatch bool, cla
 
 // waitRunning waits (bounded by CreateTimeout) until the pod is ready and
 // execd answers /ping with the token; it fails early when the pod cannot
-// start. A timeout is a start failure saying where the sandbox stood (the
-// pod unschedulable, say), not ErrUnavailable: the cluster answered, the
-// sandbox did not start. Only when the BatchSandbox never showed up is it
-// ErrUnavailable.
-func (r *Runtime) waitRunning(ctx context.Context, id, token string) error {
+// start. A pool's pod is claimed for the sandbox first. A timeout is a
+// start failure saying where the sandbox stood (the pod unschedulable,
+// say), not ErrUnavailable: the cluster answered, the sandbox did not
+// start. Only when the BatchSandbox never showed up is it ErrUnavailable.
+func (r *Runtime) waitRunning(ctx context.Context, spec runtime.Spec) error {
+	id, token := spec.ID, spec.ExecdToken
 	wctx, cancel := context.WithTimeout(ctx, r.opts.CreateTimeout)
 	defer cancel()
 	var why string
 	var failure error
 	seen := false
+	claimed := spec.PoolRef == ""
 	err := pollUpTo(wctx, r.opts.CreatePollInterval, func() (bool, error) {
 		o, err := r.observe(wctx, id, false)
 		if errors.Is(err, runtime.ErrNotFound) {
@@ -190,6 +199,20 @@ func (r *Runtime) waitRunning(ctx context.Context, id, token string) error {
 		if err != nil {
 			why = err.Error()
 			return false, nil
+		}
+		if !claimed {
+			switch err := r.claim(wctx, ip, spec); {
+			case errors.Is(err, errClaimedBefore):
+				failure = classErr(runtime.ErrUnavailable, "kubernetes: sandbox %s: pool %s handed over a pod whose execd was claimed before; it is given back", id, spec.PoolRef)
+				return false, failure
+			case errors.Is(err, errNotClaimable):
+				failure = classErr(runtime.ErrInvalid, "kubernetes: sandbox %s: pool %s: %v", id, spec.PoolRef, err)
+				return false, failure
+			case err != nil:
+				why = "claiming execd: " + err.Error()
+				return false, nil
+			}
+			claimed = true
 		}
 		if err := r.ping(wctx, ip, token); err != nil {
 			why = "execd: " + err.Error()

@@ -27,7 +27,7 @@ func fakeRuntime(t *testing.T, objs ...client.Object) *Runtime {
 		t.Fatal(err)
 	}
 	cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
-	return &Runtime{opts: Options{}.withDefaults(), ns: "ns", cached: cl, api: cl, log: slog.New(slog.DiscardHandler)}
+	return &Runtime{opts: Options{}.withDefaults(), ns: "ns", cached: cl, api: cl, direct: cl, log: slog.New(slog.DiscardHandler)}
 }
 
 func pausedBatch(id string) *sandboxv1alpha1.BatchSandbox {
@@ -79,11 +79,36 @@ func TestCreateTimeout(t *testing.T) {
 	}
 	r := fakeRuntime(t, b, pod)
 	r.opts.CreateTimeout, r.opts.CreatePollInterval = 200*time.Millisecond, 20*time.Millisecond
-	err := r.waitRunning(context.Background(), "s", "tok")
+	err := r.waitRunning(context.Background(), runtime.Spec{ID: "s", ExecdToken: "tok"})
 	if err == nil || errors.Is(err, runtime.ErrUnavailable) || !strings.Contains(err.Error(), "Unschedulable") || !strings.Contains(err.Error(), "Insufficient memory") {
 		t.Errorf("timeout on an unschedulable pod: %v, want a start failure naming the scheduler's reason", err)
 	}
-	if err := r.waitRunning(context.Background(), "missing", "tok"); !errors.Is(err, runtime.ErrUnavailable) {
+	if err := r.waitRunning(context.Background(), runtime.Spec{ID: "missing", ExecdToken: "tok"}); !errors.Is(err, runtime.ErrUnavailable) {
 		t.Errorf("timeout without the BatchSandbox: %v, want ErrUnavailable", err)
+	}
+}
+
+// poolRef "*" takes the pool made for sandboxes (claimable execd) that
+// runs the image asked for, with the most available pods.
+func TestResolvePoolRef(t *testing.T) {
+	pool := func(name, image string, claimable bool, available int32) *sandboxv1alpha1.Pool {
+		p := &sandboxv1alpha1.Pool{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}}
+		p.Spec.Template.Spec.Containers = []corev1.Container{{Name: "side", Image: "side:1"}, {Name: mainContainer, Image: image}}
+		if claimable {
+			p.Spec.Template.Labels = map[string]string{labelExecd: execdClaim}
+		}
+		p.Status.Available = available
+		return p
+	}
+	r := fakeRuntime(t, pool("a", "base:1", true, 1), pool("b", "base:1", true, 3), pool("c", "other:1", true, 9), pool("kubectl-made", "base:1", false, 20))
+	ctx := context.Background()
+	for _, tc := range []struct{ image, want string }{{"base:1", "b"}, {"other:1", "c"}, {"", "c"}} {
+		got, err := r.resolvePoolRef(ctx, runtime.Spec{ID: "s", PoolRef: "*", Image: tc.image})
+		if err != nil || got != tc.want {
+			t.Errorf("image %q: pool %q, %v; want %q", tc.image, got, err, tc.want)
+		}
+	}
+	if _, err := r.resolvePoolRef(ctx, runtime.Spec{ID: "s", PoolRef: "*", Image: "missing:1"}); !errors.Is(err, runtime.ErrInvalid) || !strings.Contains(err.Error(), "missing:1") {
+		t.Errorf("an image no pool runs: %v, want ErrInvalid naming it", err)
 	}
 }

@@ -234,8 +234,27 @@ func (r *Runtime) Pause(ctx context.Context, id string) error {
 
 // Resume clears spec.pause: the operator makes the pod again from the
 // snapshot. ErrConflict unless the sandbox is paused.
+//
+// It returns once the sandbox runs again and execd answers (bounded by
+// CreateTimeout), as on Docker, where a resume is done when it returns:
+// the SDKs connect to execd right after it (the JS SDK's resume does), and
+// a pod recreated from the snapshot takes seconds to get there.
 func (r *Runtime) Resume(ctx context.Context, id string) error {
-	return r.setPause(ctx, id, false, sandbox.StatePaused)
+	if err := r.setPause(ctx, id, false, sandbox.StatePaused); err != nil {
+		return err
+	}
+	o, err := r.observe(ctx, id, false)
+	if err != nil {
+		return err
+	}
+	var token string
+	if o.secret != nil {
+		token = string(o.secret.Data[keyExecdToken])
+	}
+	if err := r.waitRunning(ctx, runtime.Spec{ID: id, ExecdToken: token}); err != nil {
+		return fmt.Errorf("kubernetes: resume sandbox %s: %w", id, err)
+	}
+	return nil
 }
 
 func (r *Runtime) setPause(ctx context.Context, id string, pause bool, from string) error {

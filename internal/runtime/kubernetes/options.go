@@ -93,13 +93,41 @@ type Options struct {
 	ExecdInitResources corev1.ResourceRequirements
 	// RuntimeClassName of the sandbox pods (secure_runtime); "" none.
 	RuntimeClassName string
+	// Egress configures the egress sidecar of sandboxes with a network
+	// policy (the [egress] table).
+	Egress EgressOptions
 	// Logger receives the driver's logs; nil is slog.Default().
 	Logger *slog.Logger
+}
+
+// EgressOptions configure the egress sidecar; they map onto the server's
+// [egress] table.
+type EgressOptions struct {
+	// Image runs the sidecar (egress.image); default DefaultEgressImage.
+	Image string
+	// Mode is the enforcement mode (egress.mode); "" is the sidecar's
+	// default (dns+nft).
+	Mode string
+	// DNSUpstreams are the resolvers the sidecar forwards allowed names
+	// to (egress.dns_upstream); empty: the pod's resolv.conf.
+	DNSUpstreams []string
+	// DenyWebhook receives the sidecar's denials (egress.deny_webhook).
+	DenyWebhook string
+	// BlockDoH and DoHBlocklist drop DNS over HTTPS (egress.block_doh_443,
+	// egress.doh_blocklist).
+	BlockDoH     bool
+	DoHBlocklist []string
+	// AllowMetadata lets policies allow link-local metadata addresses
+	// (egress.allow_metadata).
+	AllowMetadata bool
 }
 
 func (o Options) withDefaults() Options {
 	if o.ExecdImage == "" {
 		o.ExecdImage = DefaultExecdImage
+	}
+	if o.Egress.Image == "" {
+		o.Egress.Image = DefaultEgressImage
 	}
 	if o.ImagePullPolicy == "" {
 		o.ImagePullPolicy = corev1.PullIfNotPresent
@@ -148,6 +176,7 @@ type Runtime struct {
 	api    client.Reader        // reads from the API server
 	cs     kubernetes.Interface // logs and events
 	http   *http.Client
+	claims claimKeeper
 
 	stop    context.CancelFunc
 	stopped chan struct{} // closed when the cache has stopped

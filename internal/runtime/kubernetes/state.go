@@ -165,8 +165,13 @@ func sandboxOf(o observed) (runtime.Sandbox, error) {
 		LastTransitionAt: st.since,
 		CreatedAt:        b.CreationTimestamp.Time,
 	}
-	if err := json.Unmarshal([]byte(b.Annotations[annEntrypoint]), &sb.Entrypoint); err != nil {
-		return runtime.Sandbox{}, fmt.Errorf("kubernetes: sandbox %s: annotation %s: %w", b.Name, annEntrypoint, err)
+	// A sandbox from a pool has none of its own (the pool's template
+	// runs): it reports an empty one.
+	sb.Entrypoint = []string{}
+	if raw := b.Annotations[annEntrypoint]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &sb.Entrypoint); err != nil {
+			return runtime.Sandbox{}, fmt.Errorf("kubernetes: sandbox %s: annotation %s: %w", b.Name, annEntrypoint, err)
+		}
 	}
 	if raw := b.Annotations[annPlatform]; raw != "" {
 		var p runtime.Platform
