@@ -165,13 +165,17 @@ func (r *Runtime) undoCreate(ctx context.Context, id string, madeBatch bool, cla
 
 // waitRunning waits (bounded by CreateTimeout) until the pod is ready and
 // execd answers /ping with the token; it fails early when the pod cannot
-// start. A pool's pod is claimed for the sandbox first.
+// start. A pool's pod is claimed for the sandbox first. A timeout is a
+// start failure saying where the sandbox stood (the pod unschedulable,
+// say), not ErrUnavailable: the cluster answered, the sandbox did not
+// start. Only when the BatchSandbox never showed up is it ErrUnavailable.
 func (r *Runtime) waitRunning(ctx context.Context, spec runtime.Spec) error {
 	id, token := spec.ID, spec.ExecdToken
 	wctx, cancel := context.WithTimeout(ctx, r.opts.CreateTimeout)
 	defer cancel()
 	var why string
 	var failure error
+	seen := false
 	claimed := spec.PoolRef == ""
 	err := pollUpTo(wctx, r.opts.CreatePollInterval, func() (bool, error) {
 		o, err := r.observe(wctx, id, false)
@@ -182,6 +186,7 @@ func (r *Runtime) waitRunning(ctx context.Context, spec runtime.Spec) error {
 		if err != nil {
 			return false, err
 		}
+		seen = true
 		if failure = startFailure(o); failure != nil {
 			return false, failure
 		}
@@ -222,8 +227,10 @@ func (r *Runtime) waitRunning(ctx context.Context, spec runtime.Spec) error {
 		return failure
 	case ctx.Err() != nil:
 		return fmt.Errorf("kubernetes: sandbox %s: waiting for it to run (%s): %w", id, why, ctx.Err())
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded) && !seen:
 		return classErr(runtime.ErrUnavailable, "kubernetes: sandbox %s: not running within %s (%s)", id, r.opts.CreateTimeout, why)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("kubernetes: sandbox %s: not running within %s (%s)", id, r.opts.CreateTimeout, why)
 	}
 	return apiErr(err, "kubernetes: sandbox %s: waiting for it to run", id)
 }
@@ -234,6 +241,13 @@ func (r *Runtime) waitRunning(ctx context.Context, spec runtime.Spec) error {
 func startFailure(o observed) error {
 	id := o.bsbx.Name
 	if st := stateOf(o); st.state == sandbox.StateFailed {
+		// The operator's account of a failed pod names the pod; the pod's
+		// own names the exit code (127: no such entrypoint).
+		if o.pod != nil {
+			if ps := podState(o.pod); ps.state == sandbox.StateFailed {
+				st = ps
+			}
+		}
 		return fmt.Errorf("kubernetes: sandbox %s failed: %s: %s", id, st.reason, st.message)
 	}
 	if o.pod == nil {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,6 +61,30 @@ func TestDecisionsOnState(t *testing.T) {
 	list, err := r.List(ctx)
 	if err != nil || len(list) != 1 || list[0].ID != "p" {
 		t.Errorf("List: %+v %v, want only p", list, err)
+	}
+}
+
+// TestCreateTimeout: a create that times out on a pod the scheduler cannot
+// place is a start failure naming the scheduler's reason (the server's
+// 500 SANDBOX_START_FAILED with that message), not ErrUnavailable (503,
+// "the engine is unavailable"), which only a BatchSandbox that never shows
+// up is.
+func TestCreateTimeout(t *testing.T) {
+	b := &sandboxv1alpha1.BatchSandbox{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", UID: "uid-s", Labels: map[string]string{labelID: "s"}}}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: podName("s"), Namespace: "ns", OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: sandboxv1alpha1.GroupVersion.String(), Kind: "BatchSandbox", Name: "s", UID: "uid-s", Controller: ptr.To(true)}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/1 nodes are available: 1 Insufficient memory."}}},
+	}
+	r := fakeRuntime(t, b, pod)
+	r.opts.CreateTimeout, r.opts.CreatePollInterval = 200*time.Millisecond, 20*time.Millisecond
+	err := r.waitRunning(context.Background(), runtime.Spec{ID: "s", ExecdToken: "tok"})
+	if err == nil || errors.Is(err, runtime.ErrUnavailable) || !strings.Contains(err.Error(), "Unschedulable") || !strings.Contains(err.Error(), "Insufficient memory") {
+		t.Errorf("timeout on an unschedulable pod: %v, want a start failure naming the scheduler's reason", err)
+	}
+	if err := r.waitRunning(context.Background(), runtime.Spec{ID: "missing", ExecdToken: "tok"}); !errors.Is(err, runtime.ErrUnavailable) {
+		t.Errorf("timeout without the BatchSandbox: %v, want ErrUnavailable", err)
 	}
 }
 

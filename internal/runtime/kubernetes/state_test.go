@@ -101,6 +101,18 @@ func TestStartFailure(t *testing.T) {
 	if err := startFailure(observed{bsbx: b, pod: readyPod()}); err != nil {
 		t.Errorf("ready: %v", err)
 	}
+	// The operator says the pod failed; the pod says why (no entrypoint).
+	failed := &sandboxv1alpha1.BatchSandbox{ObjectMeta: metav1.ObjectMeta{Name: "s"}}
+	failed.Status.Phase = sandboxv1alpha1.BatchSandboxPhaseFailed
+	failed.Status.Conditions = []metav1.Condition{{Type: sandboxv1alpha1.BatchSandboxConditionPodFailed, Reason: "PodFailed", Message: "pod s-0 failed"}}
+	exited := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: mainContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 127, Reason: "Error"}}}}}}
+	if err := startFailure(observed{bsbx: failed, pod: exited}); err == nil || !strings.Contains(err.Error(), "exited with code 127") {
+		t.Errorf("failed pod: %v, want the exit code", err)
+	}
+	if err := startFailure(observed{bsbx: failed}); err == nil || !strings.Contains(err.Error(), "pod s-0 failed") {
+		t.Errorf("failed BatchSandbox without its pod: %v, want the operator's message", err)
+	}
 }
 
 func TestPodIP(t *testing.T) {
