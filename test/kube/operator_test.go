@@ -123,6 +123,24 @@ type operator struct {
 // startOperator installs the CRDs and starts a controller acting only in ns,
 // with extra flags appended; it returns once /readyz answers and stops the
 // process when the test ends (printing its log if the test failed).
+// startSnapshotOperator is startOperator with what pause/resume and
+// snapshots need: the local registry to push to and the node's containerd
+// to commit with.
+func (c *cluster) startSnapshotOperator(t *testing.T, ns string) *operator {
+	t.Helper()
+	state := os.Getenv("OSB_KUBE_STATE")
+	if state == "" {
+		state = defaultState
+	}
+	sock := clusterEnv(t, state)["OSB_KUBE_CONTAINERD_SOCK"]
+	if sock == "" {
+		t.Fatalf("%s/cluster.env names no OSB_KUBE_CONTAINERD_SOCK", state)
+	}
+	return c.startOperator(t, ns, "--snapshot-registry", c.registry, "--snapshot-registry-insecure",
+		"--containerd-socket-path", sock, "--image-committer-image", "opensandbox/image-committer:latest",
+		"--commit-job-timeout", "3m")
+}
+
 func (c *cluster) startOperator(t *testing.T, ns string, extra ...string) *operator {
 	t.Helper()
 	c.installCRDs(t)

@@ -420,18 +420,8 @@ func TestKubernetesRuntimeEgressCA(t *testing.T) {
 // sandbox is behind the policy again before anything of it runs.
 func TestKubernetesRuntimeEgressPause(t *testing.T) {
 	c := connect(t)
-	state := os.Getenv("OSB_KUBE_STATE")
-	if state == "" {
-		state = defaultState
-	}
-	sock := clusterEnv(t, state)["OSB_KUBE_CONTAINERD_SOCK"]
-	if sock == "" {
-		t.Fatalf("%s/cluster.env names no OSB_KUBE_CONTAINERD_SOCK", state)
-	}
 	ns := c.namespace(t)
-	c.startOperator(t, ns, "--snapshot-registry", c.registry, "--snapshot-registry-insecure",
-		"--containerd-socket-path", sock, "--image-committer-image", "opensandbox/image-committer:latest",
-		"--commit-job-timeout", "3m")
+	c.startSnapshotOperator(t, ns)
 	cl := c.sandboxClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*podTimeout+2*snapshotTimeout)
 	defer cancel()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -36,18 +35,8 @@ func TestKubernetesRuntimeConformanceNoInformer(t *testing.T) {
 
 func runConformance(t *testing.T, noInformer bool) {
 	c := connect(t)
-	state := os.Getenv("OSB_KUBE_STATE")
-	if state == "" {
-		state = defaultState
-	}
-	sock := clusterEnv(t, state)["OSB_KUBE_CONTAINERD_SOCK"]
-	if sock == "" {
-		t.Fatalf("%s/cluster.env names no OSB_KUBE_CONTAINERD_SOCK", state)
-	}
 	ns := c.namespace(t)
-	c.startOperator(t, ns, "--snapshot-registry", c.registry, "--snapshot-registry-insecure",
-		"--containerd-socket-path", sock, "--image-committer-image", "opensandbox/image-committer:latest",
-		"--commit-job-timeout", "3m")
+	c.startSnapshotOperator(t, ns)
 	cl := c.sandboxClient(t)
 
 	runtimetest.Run(t, runtimetest.Harness{

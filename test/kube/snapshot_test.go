@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -40,18 +39,8 @@ const snapshotTimeout = 5 * time.Minute
 // under the same name has the file.
 func TestOperatorPauseResume(t *testing.T) {
 	c := connect(t)
-	state := os.Getenv("OSB_KUBE_STATE")
-	if state == "" {
-		state = defaultState
-	}
-	sock := clusterEnv(t, state)["OSB_KUBE_CONTAINERD_SOCK"]
-	if sock == "" {
-		t.Fatalf("%s/cluster.env names no OSB_KUBE_CONTAINERD_SOCK", state)
-	}
 	ns := c.namespace(t)
-	op := c.startOperator(t, ns, "--snapshot-registry", c.registry, "--snapshot-registry-insecure",
-		"--containerd-socket-path", sock, "--image-committer-image", "opensandbox/image-committer:latest",
-		"--commit-job-timeout", "3m")
+	op := c.startSnapshotOperator(t, ns)
 	cl := c.sandboxClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*snapshotTimeout)
 	defer cancel()

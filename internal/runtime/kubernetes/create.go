@@ -45,12 +45,18 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) (runtime.Sandbo
 		return runtime.Sandbox{}, err
 	}
 	start := time.Now()
-	if spec.PoolRef == sandboxv1alpha1.PoolRefAny {
+	switch spec.PoolRef {
+	case "":
+	case sandboxv1alpha1.PoolRefAny:
 		ref, err := r.resolvePoolRef(ctx, spec)
 		if err != nil {
 			return runtime.Sandbox{}, err
 		}
 		spec.PoolRef = ref
+	default:
+		if err := r.checkPool(ctx, spec); err != nil {
+			return runtime.Sandbox{}, err
+		}
 	}
 	image := spec.Image
 	if spec.SnapshotID != "" {

@@ -194,6 +194,23 @@ func (r *Runtime) resolvePoolRef(ctx context.Context, spec runtime.Spec) (string
 	return fit[0].Name, nil
 }
 
+// checkPool makes sure the named pool exists and was made for sandboxes,
+// so a create fails at once instead of waiting for an allocation that
+// cannot come, or for a pod whose execd cannot be claimed.
+func (r *Runtime) checkPool(ctx context.Context, spec runtime.Spec) error {
+	var p sandboxv1alpha1.Pool
+	if err := r.direct.Get(ctx, r.key(spec.PoolRef), &p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return classErr(runtime.ErrInvalid, "kubernetes: sandbox %s: poolRef: no pool %q in namespace %s", spec.ID, spec.PoolRef, r.ns)
+		}
+		return apiErr(err, "kubernetes: sandbox %s: read pool %s", spec.ID, spec.PoolRef)
+	}
+	if p.Spec.Template.Labels[labelExecd] != execdClaim {
+		return classErr(runtime.ErrInvalid, "kubernetes: sandbox %s: pool %s was not made for sandboxes (its execd cannot be claimed); make pools for sandboxes through the server's /pools API", spec.ID, spec.PoolRef)
+	}
+	return nil
+}
+
 // sandboxContainer is the container of a pool's pods that runs execd: the
 // one named "main", else the first.
 func sandboxContainer(cs []corev1.Container) *corev1.Container {
