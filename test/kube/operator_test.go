@@ -136,9 +136,37 @@ func (c *cluster) startSnapshotOperator(t *testing.T, ns string) *operator {
 	if sock == "" {
 		t.Fatalf("%s/cluster.env names no OSB_KUBE_CONTAINERD_SOCK", state)
 	}
-	return c.startOperator(t, ns, "--snapshot-registry", c.registry, "--snapshot-registry-insecure",
+	op := c.startOperator(t, ns, "--snapshot-registry", c.registry, "--snapshot-registry-insecure",
 		"--containerd-socket-path", sock, "--image-committer-image", "opensandbox/image-committer:latest",
 		"--commit-job-timeout", "3m")
+	// Before the operator stops (cleanups run last-registered first): the
+	// snapshots' and batches' finalizers need it, or the namespace stays
+	// Terminating for good (a CI run left one so).
+	cl := c.sandboxClient(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		for _, obj := range []client.Object{&sandboxv1alpha1.SandboxSnapshot{}, &sandboxv1alpha1.BatchSandbox{}} {
+			if err := cl.DeleteAllOf(ctx, obj, client.InNamespace(ns)); err != nil {
+				t.Errorf("deleting the %T objects of %s: %v", obj, ns, err)
+			}
+		}
+		err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			var snaps sandboxv1alpha1.SandboxSnapshotList
+			var batches sandboxv1alpha1.BatchSandboxList
+			if err := cl.List(ctx, &snaps, client.InNamespace(ns)); err != nil {
+				return false, err
+			}
+			if err := cl.List(ctx, &batches, client.InNamespace(ns)); err != nil {
+				return false, err
+			}
+			return len(snaps.Items) == 0 && len(batches.Items) == 0, nil
+		})
+		if err != nil {
+			t.Errorf("snapshots and batches of %s not gone while the operator ran: %v", ns, err)
+		}
+	})
+	return op
 }
 
 func (c *cluster) startOperator(t *testing.T, ns string, extra ...string) *operator {
