@@ -91,6 +91,10 @@ type Spec struct {
 	// ErrInvalid otherwise; a driver without support ignores it, and
 	// execd in the sandbox then reports isolation unavailable.
 	IsolatedExecution bool
+	// Extensions are the create request's extensions, opaque strings;
+	// a driver uses the keys it knows (Kubernetes: those prefixed
+	// "opensandbox.extensions." become pod annotations).
+	Extensions map[string]string
 	// PoolRef, when set, allocates the sandbox from a warm pool of that
 	// name ("*": any pool whose template fits) instead of starting a pod
 	// of its own (create extension "poolRef"). The pool's template decides

@@ -102,6 +102,7 @@ func (s *Server) checkCreate(req *sandbox.CreateSandboxRequest) (runtime.Spec, t
 	if spec.Egress, err = checkEgress(req.NetworkPolicy, req.CredentialProxy); err != nil {
 		return spec, 0, err
 	}
+	spec.Extensions = maps.Clone(req.Extensions)
 	switch v, ok := req.Extensions[sandbox.ExtIsolatedExecution]; {
 	case !ok, v == "false":
 	case v == "true":

@@ -198,6 +198,9 @@ func TestCreateValidationAccepts(t *testing.T) {
 		t.Errorf("spec.ExpiresAt = %v, want about now+90s", spec.ExpiresAt)
 	}
 	wantRes := runtime.Resources{NanoCPUs: 500_000_000, MemoryBytes: 512 << 20, GPUs: -1}
+	if spec.Extensions["something"] != "opaque" {
+		t.Errorf("spec.Extensions = %v, want the request's passed on", spec.Extensions)
+	}
 	if want := (runtime.Resources{NanoCPUs: 100_000_000, MemoryBytes: 512 << 20}); spec.Requests != want {
 		t.Errorf("spec.Requests = %+v, want %+v", spec.Requests, want)
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
 	"github.com/opensandbox-go/opensandbox/internal/execd/readiness"
@@ -101,6 +102,12 @@ func validate(spec runtime.Spec) error {
 	}
 	if err := checkVolumes(spec); err != nil {
 		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(extensionAnnotations(spec.Extensions))) {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return fmt.Errorf("kubernetes: sandbox %s: extension %q cannot name the pod annotation %s: %s: %w", spec.ID,
+				extensionPrefix+strings.TrimPrefix(k, annExtensionPrefix), k, strings.Join(errs, "; "), runtime.ErrInvalid)
+		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(spec.Metadata)) {
 		if err := grammar.CheckLabel(k, spec.Metadata[k]); err != nil {
@@ -215,6 +222,12 @@ func (r *Runtime) podTemplate(spec runtime.Spec, image string, pullSecrets []str
 		t.Labels = map[string]string{}
 	}
 	t.Labels[labelID] = spec.ID
+	if ann := extensionAnnotations(spec.Extensions); len(ann) > 0 {
+		if t.Annotations == nil {
+			t.Annotations = map[string]string{}
+		}
+		maps.Copy(t.Annotations, ann)
+	}
 	ps := &t.Spec
 
 	// The main container: the template's container of that name (or a new
@@ -287,6 +300,25 @@ func (r *Runtime) podTemplate(spec runtime.Spec, image string, pullSecrets []str
 		ps.RestartPolicy = corev1.RestartPolicyNever
 	}
 	return t, nil
+}
+
+// Extensions whose key has extensionPrefix are copied onto the pod as
+// annotations under annExtensionPrefix, as upstream's runtime does (for
+// admission webhooks, schedulers and monitoring that read pod annotations).
+const (
+	extensionPrefix    = "opensandbox.extensions."
+	annExtensionPrefix = prefix + "extensions."
+)
+
+// extensionAnnotations are the pod annotations of a sandbox's extensions.
+func extensionAnnotations(ext map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range ext {
+		if rest, ok := strings.CutPrefix(k, extensionPrefix); ok {
+			out[annExtensionPrefix+rest] = v
+		}
+	}
+	return out
 }
 
 // installExecd makes container c of ps run execd, copied from the execd

@@ -325,6 +325,26 @@ func TestPooledBatchSandbox(t *testing.T) {
 	}
 }
 
+// Extensions prefixed opensandbox.extensions. become pod annotations
+// under opensandbox.io/extensions.; others are not the driver's.
+func TestExtensionAnnotations(t *testing.T) {
+	r := testRuntime()
+	spec := testSpec()
+	spec.Extensions = map[string]string{"opensandbox.extensions.cost-center": "ml-42", "poolRef": "x", "other": "y"}
+	b, err := r.batchSandbox(spec, spec.Image, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ann := b.Spec.Template.Annotations
+	if ann["opensandbox.io/extensions.cost-center"] != "ml-42" || len(ann) != 1 {
+		t.Errorf("pod annotations %v, want only opensandbox.io/extensions.cost-center", ann)
+	}
+	spec.Extensions = map[string]string{"opensandbox.extensions.bad key": "v"}
+	if err := validate(spec); !errors.Is(err, runtime.ErrInvalid) || !strings.Contains(err.Error(), "bad key") {
+		t.Errorf("an extension that cannot name an annotation: %v, want ErrInvalid naming it", err)
+	}
+}
+
 func TestPoolTemplate(t *testing.T) {
 	r := testRuntime()
 	r.opts.RuntimeClassName = "gvisor"
