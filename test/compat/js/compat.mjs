@@ -238,6 +238,34 @@ async function runMode(mode) {
       eq(await sbx.isHealthy(), true, "isHealthy");
     });
 
+    // The code interpreter API of execd, through the endpoint the SDK
+    // resolved (the JS SDK has no code-interpreter client of its own): a
+    // context keeps its state between two runs (bash: the one language
+    // every image has; the interpreters of opensandbox/code-interpreter
+    // are covered by the Docker e2e).
+    await step("code", ["create"], async () => {
+      const ep = await sbx.getEndpoint(44772);
+      const headers = { ...(ep.headers ?? {}), "content-type": "application/json" };
+      if (useServerProxy) headers["OPEN-SANDBOX-API-KEY"] = process.env.OPEN_SANDBOX_API_KEY;
+      const base = `${PROTOCOL}://${ep.endpoint}`;
+      const ctxRes = await fetch(`${base}/code/context`, { method: "POST", headers, body: JSON.stringify({ language: "bash" }) });
+      if (ctxRes.status !== 200) fail(`POST /code/context: ${ctxRes.status} ${await ctxRes.text()}`);
+      const context = await ctxRes.json();
+      assert(context.id, `context ${JSON.stringify(context)} has no id`);
+      const run = async (code) => {
+        const res = await fetch(`${base}/code`, { method: "POST", headers, body: JSON.stringify({ context, code }) });
+        eq(res.status, 200, `POST /code ${JSON.stringify(code)}`);
+        const events = (await res.text()).split("\n\n").map((f) => f.trim()).filter(Boolean).map((f) => JSON.parse(f.replace(/^data: ?/, "")));
+        const failed = events.find((e) => e.type === "error");
+        if (failed) fail(`code ${JSON.stringify(code)} failed: ${JSON.stringify(failed)}`);
+        return events.filter((e) => e.type === "stdout").map((e) => e.text).join("");
+      };
+      await run("x=$((6 * 7))");
+      eq((await run("echo $x")).trim(), "42", "state kept in the context");
+      const del = await fetch(`${base}/code/contexts/${context.id}`, { method: "DELETE", headers });
+      eq(del.status, 200, "DELETE the context");
+    });
+
     await step("command", ["create"], async () => {
       const seen = { init: 0, stdout: [], complete: 0 };
       const ex = await sbx.commands.run('echo hello; python3 -c "print(6*7)"; echo "$COMPAT_ENV"', undefined, {
