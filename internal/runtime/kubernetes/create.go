@@ -34,9 +34,18 @@ var pullFailures = map[string]bool{
 }
 
 // startFailures are waiting reasons after which the pod does not start.
-var startFailures = map[string]bool{
-	"CrashLoopBackOff": true, "CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
+var startFailures = map[string]bool{"CrashLoopBackOff": true}
+
+// retriedFailures are waiting reasons the kubelet retries and that often
+// pass: "failed to sync secret cache: timed out" (a CI run failed on it
+// while the Node authorizer had not yet seen the pod), a runtime busy
+// under load. They fail a create only once they have lasted
+// retriedFailureGrace; until then the create waits, as the kubelet does.
+var retriedFailures = map[string]bool{
+	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
 }
+
+const retriedFailureGrace = 30 * time.Second
 
 // Create creates sandbox spec.ID and returns once execd in its pod
 // answers. A failed create leaves nothing behind.
@@ -182,6 +191,7 @@ func (r *Runtime) waitRunning(ctx context.Context, spec runtime.Spec) error {
 	var why string
 	var failure error
 	seen := false
+	var retriedSince time.Time
 	claimed := spec.PoolRef == ""
 	err := pollUpTo(wctx, r.opts.CreatePollInterval, func() (bool, error) {
 		o, err := r.observe(wctx, id, false)
@@ -196,6 +206,18 @@ func (r *Runtime) waitRunning(ctx context.Context, spec runtime.Spec) error {
 		if failure = startFailure(o); failure != nil {
 			return false, failure
 		}
+		if w := retried(o); w != nil {
+			if retriedSince.IsZero() {
+				retriedSince = time.Now()
+			}
+			if time.Since(retriedSince) >= retriedFailureGrace {
+				failure = fmt.Errorf("kubernetes: sandbox %s: the pod cannot start (for %s): %s: %s", id, retriedFailureGrace, w.Reason, w.Message)
+				return false, failure
+			}
+			why = fmt.Sprintf("the kubelet retries: %s: %s", w.Reason, w.Message)
+			return false, nil
+		}
+		retriedSince = time.Time{}
 		st := stateOf(o)
 		why = fmt.Sprintf("%s: %s %s", st.state, st.reason, st.message)
 		if st.state != sandbox.StateRunning {
@@ -239,6 +261,18 @@ func (r *Runtime) waitRunning(ctx context.Context, spec runtime.Spec) error {
 		return fmt.Errorf("kubernetes: sandbox %s: not running within %s (%s)", id, r.opts.CreateTimeout, why)
 	}
 	return apiErr(err, "kubernetes: sandbox %s: waiting for it to run", id)
+}
+
+// retried is the pod's waiting state when the kubelet retries it
+// (retriedFailures), else nil.
+func retried(o observed) *corev1.ContainerStateWaiting {
+	if o.pod == nil {
+		return nil
+	}
+	if w := waiting(o.pod); w != nil && retriedFailures[w.Reason] {
+		return w
+	}
+	return nil
 }
 
 // startFailure tells whether the sandbox can no longer start: an image

@@ -98,6 +98,18 @@ func TestStartFailure(t *testing.T) {
 	if err := startFailure(observed{bsbx: b, pod: waitingPod("ContainerCreating", "")}); err != nil {
 		t.Errorf("creating: %v", err)
 	}
+	// The kubelet retries these (a secret cache not yet synced): not a
+	// failure at once, but retried, which the create waits out for a while.
+	o := observed{bsbx: b, pod: waitingPod("CreateContainerConfigError", "failed to sync secret cache: timed out waiting for the condition")}
+	if err := startFailure(o); err != nil {
+		t.Errorf("a config error the kubelet retries: %v, want no failure at once", err)
+	}
+	if w := retried(o); w == nil || w.Reason != "CreateContainerConfigError" {
+		t.Errorf("retried = %+v, want the config error", w)
+	}
+	if w := retried(observed{bsbx: b, pod: waitingPod("CrashLoopBackOff", "")}); w != nil {
+		t.Errorf("a crash loop is not retried: %+v", w)
+	}
 	if err := startFailure(observed{bsbx: b, pod: readyPod()}); err != nil {
 		t.Errorf("ready: %v", err)
 	}
