@@ -1,16 +1,12 @@
 package kube
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -138,34 +134,6 @@ func isClass(err, class error) bool {
 // stdout and whether it completed without an error.
 func execdRun(ctx context.Context, t *testing.T, a runtime.Address, token, cmd string) (string, bool) {
 	t.Helper()
-	body, _ := json.Marshal(sandbox.RunCommandRequest{Command: cmd})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+net.JoinHostPort(a.Host, strconv.Itoa(a.Port))+"/command", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(sandbox.AccessTokenHeader, token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("POST /command: %v", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("POST /command: %s", resp.Status)
-	}
-	var out strings.Builder
-	ok, done := true, false
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		var ev sandbox.StreamEvent
-		if json.Unmarshal(bytes.TrimSpace(sc.Bytes()), &ev) != nil {
-			continue
-		}
-		switch ev.Type {
-		case sandbox.EventStdout:
-			out.WriteString(ev.Text + "\n")
-		case sandbox.EventError:
-			ok = false
-		case sandbox.EventExecutionComplete:
-			done = true
-		}
-	}
-	return out.String(), ok && done
+	return runCommand(ctx, t, http.DefaultClient, "http://"+net.JoinHostPort(a.Host, strconv.Itoa(a.Port)),
+		map[string]string{sandbox.AccessTokenHeader: token}, cmd)
 }
