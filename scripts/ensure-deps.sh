@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs and starts what the test suite needs on a fresh Debian machine,
 # idempotently: the Docker engine (Debian's docker.io), a static busybox
-# for minimal test images, util-linux, and the interpreters execd's code
-# interpreter tests drive (ipykernel with matplotlib and numpy, Node.js).
+# for minimal test images, util-linux, the interpreters execd's code
+# interpreter tests drive (ipykernel with matplotlib and numpy, Node.js),
+# and for the environment examples a headless Chromium and a VNC stack.
 # Safe to run again and again.
 set -euo pipefail
 
@@ -20,6 +21,14 @@ for pkg in python3-ipykernel python3-matplotlib python3-numpy node-typescript; d
 	dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 command -v node >/dev/null || need+=(nodejs)
+# images/build.sh fetches Node.js for some images from the npm registry.
+command -v npm >/dev/null || need+=(npm)
+# The environment examples and their tests: a headless Chromium on the host
+# opens noVNC and VS Code through a forwarder; Xvfb, x11vnc and websockify
+# serve internal/rfb's tests a real VNC server.
+for pkg in chromium fonts-liberation xvfb x11vnc websockify; do
+	dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ]; then
 		echo "missing packages: ${need[*]}; install them as root (apt-get install ${need[*]})" >&2
