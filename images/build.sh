@@ -48,7 +48,7 @@ KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 # and list NAME in IMAGES; code-interpreter below is an example of a child
 # image (PARENT=base).
 
-IMAGES=(base code-interpreter)
+IMAGES=(base code-interpreter playwright)
 
 # base: a small Debian with bash, Python 3, curl and the usual shell tools,
 # and an unprivileged user `sandbox` (uid 1000).
@@ -235,6 +235,88 @@ customize_code_interpreter() {
 		printf '%s %s\n' "$lang" "${!lang}"
 		CHANGES+=("LABEL io.opensandbox.versions.$lang=${!lang}")
 	done >"$ROOTFS/opt/opensandbox/runtime-versions"
+}
+
+# playwright: base plus Debian's Chromium, the Liberation and DejaVu fonts,
+# Node.js 24 (install_node) and playwright-core installed globally, so that
+# a Node script anywhere can require('playwright-core') (NODE_PATH) and
+# drive /usr/bin/chromium (CHROMIUM_PATH) headless. Playwright's own browser
+# downloads are off (PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD): nothing here can
+# fetch them, and Debian's Chromium is kept up to date by apt. /workspace,
+# owned by the sandbox user, is the working directory. Chromium's own
+# sandbox cannot work in a container (no user namespaces, no setuid helper
+# under no-new-privileges), so launch it with --no-sandbox; the Debian
+# wrapper /usr/bin/chromium adds --no-sandbox and --disable-dev-shm-usage
+# by itself (/etc/chromium.d/opensandbox).
+recipe_playwright() {
+	PARENT=base
+	PACKAGES=(chromium fonts-liberation fonts-dejavu-core fontconfig)
+	FUNCS=(install_node)
+	CHANGES=(
+		'ENV NODE_PATH=/usr/local/lib/node_modules'
+		'ENV CHROMIUM_PATH=/usr/bin/chromium'
+		'ENV PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1'
+		'WORKDIR /workspace'
+	)
+	CHECK=$(
+		cat <<-'EOF'
+			test "$PWD" = /workspace
+			test "$(stat -c %u:%g /workspace)" = 1000:1000
+			test "$CHROMIUM_PATH" = /usr/bin/chromium
+			chromium --version
+			node --version
+			cd /
+			node -e '
+			const { chromium } = require("playwright-core");
+			(async () => {
+			  const browser = await chromium.launch({
+			    executablePath: process.env.CHROMIUM_PATH,
+			    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+			  });
+			  const page = await browser.newPage();
+			  await page.setContent("<h1>ok</h1>");
+			  const h1 = await page.textContent("h1");
+			  if (h1 !== "ok") throw new Error("h1 is " + JSON.stringify(h1));
+			  await page.screenshot({ path: "/tmp/x.png" });
+			  console.log(browser.version());
+			  await browser.close();
+			})().catch((e) => { console.error(e); process.exit(1); });'
+			test "$(head -c 8 /tmp/x.png | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a
+			(cd /tmp && setpriv --reuid=1000 --regid=1000 --init-groups node -e 'require("playwright-core")')
+			chromium --headless --disable-gpu --screenshot=/tmp/y.png --window-size=320,200 'data:text/html,<p>ok</p>'
+			test "$(head -c 8 /tmp/y.png | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a
+		EOF
+	)
+}
+
+customize_playwright() {
+	local PLAYWRIGHT_VERSION=1.65.2
+	install_node
+	# playwright-core has no dependencies and no install script: the host's
+	# npm fetches it (checked against the registry's integrity hash) and
+	# the image's npm installs that file, with no network in the chroot.
+	local d=$WORK/npm-pack
+	mkdir -p "$d"
+	npm pack --pack-destination "$d" "playwright-core@$PLAYWRIGHT_VERSION"
+	cp "$d/playwright-core-$PLAYWRIGHT_VERSION.tgz" "$ROOTFS/tmp/"
+	in_root npm install --global --offline "/tmp/playwright-core-$PLAYWRIGHT_VERSION.tgz"
+	rm -rf "$d" "$ROOTFS/tmp/playwright-core-$PLAYWRIGHT_VERSION.tgz" "$ROOTFS/root/.npm"
+	[ "$(in_root node -p 'require("/usr/local/lib/node_modules/playwright-core/package.json").version')" = "$PLAYWRIGHT_VERSION" ] ||
+		die "playwright-core in the image is not $PLAYWRIGHT_VERSION"
+	# Debian's /usr/bin/chromium is a wrapper that sources /etc/chromium.d/*
+	# and adds $CHROMIUM_FLAGS to the command line. In a container Chromium's
+	# sandbox cannot start (and as root Chromium refuses to run without
+	# --no-sandbox), and /dev/shm is often 64 MB, which large pages exhaust.
+	cat >"$ROOTFS/etc/chromium.d/opensandbox" <<-'EOF'
+		# OpenSandbox: Chromium runs inside a sandbox container, where its own
+		# sandbox cannot start; /dev/shm is small, so shared memory goes to /tmp.
+		export CHROMIUM_FLAGS="$CHROMIUM_FLAGS --no-sandbox --disable-dev-shm-usage"
+	EOF
+	in_root fc-cache -f
+	install -d -m 755 -o 1000 -g 1000 "$ROOTFS/workspace"
+	# The image's Node.js, for the server's check of NODE_VERSION at create
+	# (see "Runtime versions" in images/README.md).
+	CHANGES+=("LABEL io.opensandbox.versions.node=$(in_root node -p process.versions.node)")
 }
 
 # ------------------------------------------------------------- build steps --
