@@ -79,6 +79,9 @@ type Client struct {
 	// complete when all are.
 	covered []bool
 	ncover  int
+	// broken is the error that left the stream at an unknown point in a
+	// message; every later call fails with it.
+	broken error
 
 	closeOnce sync.Once
 	closeErr  error
@@ -105,9 +108,8 @@ func Dial(ctx context.Context, addr string, cfg Config) (*Client, error) {
 // otherwise a cancelled context closes conn.
 func NewClient(ctx context.Context, conn io.ReadWriteCloser, cfg Config) (*Client, error) {
 	c := &Client{conn: conn, r: bufio.NewReaderSize(conn, 64<<10)}
-	err := c.io(ctx, func() error { return c.handshake(cfg) })
-	if err != nil {
-		conn.Close()
+	if err := c.io(ctx, func() error { return c.handshake(cfg) }); err != nil {
+		conn.Close() // also when ctx was done before any I/O
 		return nil, err
 	}
 	return c, nil
@@ -136,11 +138,25 @@ type deadliner interface {
 var longAgo = time.Unix(1, 0)
 
 // io runs f, which does blocking I/O on c.conn, bounded by ctx, and turns
-// an I/O error caused by ctx into one that wraps ctx's error.
+// an I/O error caused by ctx into one that wraps ctx's error. Any error
+// from f closes the connection: the stream may have stopped in the middle
+// of a message, so nothing after it could be parsed.
 func (c *Client) io(ctx context.Context, f func() error) error {
+	if c.broken != nil {
+		return fmt.Errorf("rfb: connection closed after an earlier error: %w", c.broken)
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("rfb: %w", err)
 	}
+	err := c.bounded(ctx, f)
+	if err != nil {
+		c.broken = err
+		c.Close()
+	}
+	return err
+}
+
+func (c *Client) bounded(ctx context.Context, f func() error) error {
 	var stop func() bool
 	fired := make(chan struct{})
 	if d, ok := c.conn.(deadliner); ok {

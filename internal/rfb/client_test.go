@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"image"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -400,6 +400,11 @@ func TestContextBoundsIO(t *testing.T) {
 		}
 		if el := time.Since(start); el > timeout+2*time.Second {
 			t.Errorf("Frame returned after %v, want about %v", el, timeout)
+		}
+		// The stream may have stopped mid-message: the client is done.
+		_, err2 := c.Frame(t.Context())
+		if !errors.Is(err2, context.DeadlineExceeded) || !strings.Contains(err2.Error(), "closed after an earlier error") {
+			t.Errorf("Frame after a failed Frame: error = %v, want the earlier error", err2)
 		}
 		c.Close()
 	})
