@@ -266,7 +266,7 @@ func (c *Client) negotiateSecurity(cfg Config) error {
 			return c.refused("security")
 		}
 		if t > 255 || (SecurityType(t) != SecurityNone && SecurityType(t) != SecurityVNCAuth) {
-			return fmt.Errorf("rfb: security: server requires unsupported security type %d", t)
+			return securityErr("rfb: security: server requires unsupported security type %d", t)
 		}
 		c.sec = SecurityType(t)
 	} else {
@@ -293,7 +293,7 @@ func (c *Client) negotiateSecurity(cfg Config) error {
 	switch c.sec {
 	case SecurityVNCAuth:
 		if cfg.Password == "" {
-			return errors.New("rfb: security: server requires VNC Authentication but no password is configured")
+			return securityErr("rfb: security: server requires VNC Authentication but no password is configured")
 		}
 		var challenge [16]byte
 		if _, err := io.ReadFull(c.r, challenge[:]); err != nil {
@@ -319,9 +319,9 @@ func (c *Client) negotiateSecurity(cfg Config) error {
 		if c.version == "3.8" {
 			return c.refused("security")
 		}
-		return fmt.Errorf("rfb: security: %s failed (server sent no reason)", c.sec)
+		return securityErr("rfb: security: %s failed (server sent no reason)", c.sec)
 	default:
-		return fmt.Errorf("rfb: security: %s failed: result %d", c.sec, result)
+		return securityErr("rfb: security: %s failed: result %d", c.sec, result)
 	}
 }
 
@@ -343,10 +343,28 @@ func chooseSecurity(offered []byte, cfg Config) (SecurityType, error) {
 	case has(SecurityNone):
 		return SecurityNone, nil
 	case has(SecurityVNCAuth):
-		return 0, errors.New("rfb: security: server requires VNC Authentication but no password is configured")
+		return 0, securityErr("rfb: security: server requires VNC Authentication but no password is configured")
 	}
-	return 0, fmt.Errorf("rfb: security: server offers only unsupported security types %v (supported: 1 None, 2 VNC Authentication)", offered)
+	return 0, securityErr("rfb: security: server offers only unsupported security types %v (supported: 1 None, 2 VNC Authentication)", offered)
 }
+
+// ErrSecurity is wrapped by the errors that mean the server turned the
+// client away in the security handshake: it refused the connection (with
+// its reason), rejected the password, or offered no security type the
+// client supports (or only VNC Authentication with no password
+// configured). Trying again will not help; errors.Is tells these apart
+// from I/O failures.
+var ErrSecurity = errors.New("rfb: security handshake failed")
+
+// securityError is an ErrSecurity with its own message.
+type securityError string
+
+func securityErr(format string, args ...any) error {
+	return securityError(fmt.Sprintf(format, args...))
+}
+
+func (e securityError) Error() string { return string(e) }
+func (e securityError) Unwrap() error { return ErrSecurity }
 
 // refused reads the reason string that follows a failure and returns it as
 // an error.
@@ -355,7 +373,7 @@ func (c *Client) refused(stage string) error {
 	if err != nil {
 		return fmt.Errorf("rfb: %s: server refused, and reading its reason failed: %w", stage, err)
 	}
-	return fmt.Errorf("rfb: %s: server refused: %s", stage, reason)
+	return securityErr("rfb: %s: server refused: %s", stage, reason)
 }
 
 // readString reads a 32-bit length and that many bytes.

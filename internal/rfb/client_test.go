@@ -131,6 +131,9 @@ func TestVNCAuthentication(t *testing.T) {
 				if err == nil || err.Error() != tc.wantErr {
 					t.Fatalf("Dial error = %v, want %q", err, tc.wantErr)
 				}
+				if !errors.Is(err, ErrSecurity) {
+					t.Errorf("Dial error %q does not wrap ErrSecurity", err)
+				}
 				return
 			}
 			if err != nil {
@@ -150,6 +153,7 @@ func TestSecurityFailures(t *testing.T) {
 		script  func(s *serverConn)
 		cfg     Config
 		wantErr string
+		io      bool // an I/O failure, not ErrSecurity
 	}{
 		{
 			name: "3.8 no types, with reason",
@@ -208,6 +212,7 @@ func TestSecurityFailures(t *testing.T) {
 				s.write(uint8(0), uint32(1<<30))
 			},
 			wantErr: "rfb: security: server refused, and reading its reason failed: string of 1073741824 bytes exceeds the limit of 65536",
+			io:      true,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -218,6 +223,9 @@ func TestSecurityFailures(t *testing.T) {
 			_, err := dialT(t, addr, tc.cfg)
 			if err == nil || err.Error() != tc.wantErr {
 				t.Fatalf("Dial error = %v, want %q", err, tc.wantErr)
+			}
+			if got := errors.Is(err, ErrSecurity); got == tc.io {
+				t.Errorf("errors.Is(%q, ErrSecurity) = %v, want %v", err, got, !tc.io)
 			}
 		})
 	}

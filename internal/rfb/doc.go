@@ -27,6 +27,10 @@
 //	if st := rfb.Stats(img); st.DistinctColors < 2 { ... } // a blank screen
 //	err = rfb.SavePNG(filepath.Join(t.ArtifactDir(), "screen.png"), img)
 //
+// WaitFrame wraps dial, handshake and frame in a retry loop for a server
+// that is still starting, which is what timing "create → first VNC frame"
+// needs; errors of the security handshake wrap ErrSecurity and end it.
+//
 // This package imports only the standard library and
 // github.com/coder/websocket; it holds no global state.
 package rfb

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/des"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"image"
 	"image/color"
@@ -96,11 +97,11 @@ func serveConn(conn net.Conn, script func(s *serverConn)) error {
 	return s.err
 }
 
-// serve starts a fake RFB server on loopback for one connection, runs
-// script on it and returns the address. Cleanup waits for the script and
-// reports its error; close the client before that (register its cleanup
-// later).
-func serve(t *testing.T, script func(s *serverConn)) string {
+// serve starts a fake RFB server on loopback, returns its address, and
+// runs one script per connection, for as many connections as scripts, one
+// after the other. Cleanup waits for the scripts and reports their errors;
+// close the client before that (register its cleanup later).
+func serve(t *testing.T, scripts ...func(s *serverConn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -108,12 +109,17 @@ func serve(t *testing.T, script func(s *serverConn)) string {
 	}
 	done := make(chan error, 1)
 	go func() {
-		conn, err := ln.Accept()
-		if err != nil {
-			done <- nil // the test ended without connecting
-			return
+		var errs []error
+		for i, script := range scripts {
+			conn, err := ln.Accept()
+			if err != nil {
+				break // the test ended without connecting
+			}
+			if err := serveConn(conn, script); err != nil {
+				errs = append(errs, fmt.Errorf("connection %d: %w", i+1, err))
+			}
 		}
-		done <- serveConn(conn, script)
+		done <- errors.Join(errs...)
 	}()
 	t.Cleanup(func() {
 		ln.Close()

@@ -1,3 +1,5 @@
+//go:build linux
+
 package rfb
 
 import (
@@ -72,7 +74,10 @@ func startProc(t *testing.T, dir, name string, cmd *exec.Cmd) *proc {
 		cmd.Stdout = io.MultiWriter(logf, cmd.Stdout)
 	}
 	cmd.Stderr = logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own group, so that stopping it stops its children too; and
+	// SIGTERM should the test binary die before cleanup runs (a go test
+	// -timeout panic), so no server outlives the test.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	cmd.WaitDelay = 5 * time.Second // should a grandchild keep the output open
 	if err := cmd.Start(); err != nil {
 		logf.Close()
