@@ -65,15 +65,19 @@ const maxNameLen = 1 << 16
 // maxReasonLen bounds a failure reason string for the same reason.
 const maxReasonLen = 1 << 16
 
+// maxPixels bounds the desktop size the client allocates an image for
+// (256 MiB at 4 bytes a pixel).
+const maxPixels = 8192 * 8192
+
 // Client is one RFB connection after a successful handshake. Its methods
-// must not be called concurrently.
+// must not be called concurrently, except Close, which also interrupts a
+// blocked call.
 type Client struct {
 	conn    io.ReadWriteCloser
 	r       *bufio.Reader
 	version string
 	sec     SecurityType
 	init    ServerInit
-	pf      PixelFormat // what the server now sends
 	fb      *image.RGBA // the desktop as far as received
 	// covered marks the pixels of fb some update has written; a frame is
 	// complete when all are.
@@ -212,8 +216,8 @@ func (c *Client) handshake(cfg Config) error {
 	if err := c.readServerInit(); err != nil {
 		return err
 	}
-	c.pf = rgba32
-	if err := c.send(setPixelFormatMsg(c.pf)); err != nil {
+	// Every update from now on comes in rgba32, which readRect decodes.
+	if err := c.send(setPixelFormatMsg(rgba32)); err != nil {
 		return fmt.Errorf("rfb: send SetPixelFormat: %w", err)
 	}
 	if err := c.send(setEncodingsMsg(encodingRaw)); err != nil {
@@ -406,6 +410,9 @@ func (c *Client) readServerInit() error {
 	}
 	if w == 0 || h == 0 {
 		return fmt.Errorf("rfb: ServerInit: empty desktop %dx%d", w, h)
+	}
+	if w*h > maxPixels {
+		return fmt.Errorf("rfb: ServerInit: desktop %dx%d is larger than the %d pixels this client handles", w, h, maxPixels)
 	}
 	c.init = ServerInit{Width: w, Height: h, PixelFormat: pf, Name: name}
 	c.fb = image.NewRGBA(image.Rect(0, 0, w, h))

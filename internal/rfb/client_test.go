@@ -69,6 +69,28 @@ func TestVersionNegotiation(t *testing.T) {
 	}
 }
 
+func TestBadServerInit(t *testing.T) {
+	for _, tc := range []struct {
+		w, h int
+		want string
+	}{
+		{0, 480, "rfb: ServerInit: empty desktop 0x480"},
+		{65535, 65535, "rfb: ServerInit: desktop 65535x65535 is larger than the 67108864 pixels this client handles"},
+	} {
+		addr := serve(t, func(s *serverConn) {
+			s.greet("RFB 003.008\n", "RFB 003.008\n")
+			s.securityNone38()
+			s.expect("ClientInit", []byte{1})
+			s.write(uint16(tc.w), uint16(tc.h), rgba32.marshal(), uint32(1), "x")
+			s.waitClosed()
+		})
+		_, err := dialT(t, addr, Config{})
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("Dial to a %dx%d desktop: error = %v, want %q", tc.w, tc.h, err, tc.want)
+		}
+	}
+}
+
 func TestBadGreeting(t *testing.T) {
 	for _, tc := range []struct{ greeting, want string }{
 		{"SSH-2.0-Open", "not an RFB server"},
@@ -466,4 +488,20 @@ func TestContextBoundsIO(t *testing.T) {
 			t.Fatalf("NewClient error = %v, want one wrapping context.Canceled", err)
 		}
 	})
+}
+
+func TestExclusive(t *testing.T) {
+	addr := serve(t, func(s *serverConn) {
+		s.greet("RFB 003.008\n", "RFB 003.008\n")
+		s.securityNone38()
+		s.expect("ClientInit", []byte{0}) // shared-flag 0: others are disconnected
+		s.write(uint16(2), uint16(2), rgba32.marshal(), uint32(0))
+		s.read("SetPixelFormat and SetEncodings", 20+8)
+		s.waitClosed()
+	})
+	c, err := dialT(t, addr, Config{Exclusive: true})
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	c.Close()
 }
