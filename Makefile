@@ -144,6 +144,7 @@ bench: build images
 	$(GO) run $(GOFLAGS) ./bench/pool -server $(abspath $(BIN))/opensandbox-server -execd $(abspath $(BIN))/execd
 	$(GO) run $(GOFLAGS) ./bench/code -execd $(abspath $(BIN))/execd
 	$(GO) run $(GOFLAGS) ./bench/egress
+	$(GO) run $(GOFLAGS) ./bench/environments -server $(abspath $(BIN))/opensandbox-server -execd $(abspath $(BIN))/execd
 	$(GO) run $(GOFLAGS) ./bench/kube -controller $(abspath $(BIN))/opensandbox-controller -server $(abspath $(BIN))/opensandbox-server -execd $(abspath $(BIN))/execd
 
 lint:

@@ -26,7 +26,7 @@ command -v npm >/dev/null || need+=(npm)
 # The environment examples and their tests: a headless Chromium on the host
 # opens noVNC and VS Code through a forwarder; Xvfb, x11vnc and websockify
 # serve internal/rfb's tests a real VNC server.
-for pkg in chromium fonts-liberation xvfb x11vnc websockify; do
+for pkg in chromium fonts-liberation xvfb x11vnc x11-xserver-utils websockify; do
 	dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
