@@ -124,6 +124,7 @@ func run(ctx context.Context) error {
 	fmt.Printf("credential vault: x-api-key for https://%s\n", apiHost)
 
 	uid := uint32(sandboxUID)
+	start = time.Now()
 	ex, err := sb.Run(ctx, `claude -p "$PROMPT"`, sandbox.RunOptions{
 		Cwd: "/workspace",
 		UID: &uid, GID: &uid,
@@ -145,9 +146,9 @@ func run(ctx context.Context) error {
 		return fmt.Errorf("run claude: %w", err)
 	}
 	if ex.ExitCode != 0 {
-		return fmt.Errorf("claude -p exited %d: %s", ex.ExitCode, joinLines(ex.Stderr))
+		return fmt.Errorf("claude -p exited %d:\n%s", ex.ExitCode, strings.TrimSpace(ex.Text()+"\n"+joinLines(ex.Stderr)))
 	}
-	fmt.Printf("claude -p %q answered:\n%s\n", prompt, ex.Text())
+	fmt.Printf("claude -p %q answered in %v:\n%s\n", prompt, time.Since(start).Round(time.Millisecond), ex.Text())
 
 	return scanForKey(ctx, sb, key)
 }
@@ -165,6 +166,7 @@ func scanForKey(ctx context.Context, sb *sandbox.Sandbox, key string) error {
 		return fmt.Errorf("write keyscan.py: %w", err)
 	}
 	root := uint32(0)
+	start := time.Now()
 	ex, err := sb.Run(ctx, "python3 "+script, sandbox.RunOptions{
 		UID: &root, GID: &root, Timeout: 5 * time.Minute,
 		Env: map[string]string{"SCAN_TARGETS": target("key", key, 6) + "," + target("canary", canary, 7)},
@@ -182,8 +184,8 @@ func scanForKey(ctx context.Context, sb *sandbox.Sandbox, key string) error {
 	if err := json.Unmarshal([]byte(ex.Stdout[len(ex.Stdout)-1].Text), &res); err != nil {
 		return fmt.Errorf("keyscan.py output: %w", err)
 	}
-	fmt.Printf("key scan: %d files under /, environment and command line of %d processes (%d files unreadable)\n",
-		res.Files, res.Processes, res.Unreadable)
+	fmt.Printf("key scan: %d files under /, environment and command line of %d processes (%d files unreadable) in %v\n",
+		res.Files, res.Processes, res.Unreadable, time.Since(start).Round(time.Millisecond))
 	if len(res.Found["canary"]) == 0 {
 		return fmt.Errorf("the scan did not find the canary in %s: it cannot be trusted", canaryFile)
 	}

@@ -13,6 +13,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -75,7 +76,7 @@ upstream_ca_file = %q
 	if strings.Contains(out, key) {
 		t.Errorf("the program printed the key")
 	}
-	if !strings.Contains(out, "answered:\n"+standInAnswer+"\n") {
+	if !regexp.MustCompile(`answered in \S+:\n` + regexp.QuoteMeta(standInAnswer) + `\n`).MatchString(out) {
 		t.Errorf("output does not carry the stand-in's answer %q", standInAnswer)
 	}
 	if !strings.Contains(out, "key scan: canary found in /tmp/coding-agent-canary.txt") ||
@@ -208,10 +209,6 @@ func (a *messagesStandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusMethodNotAllowed, "invalid_request_error", "Method not allowed")
 		return
 	}
-	if rec.apiKey != a.apiKey {
-		fail(http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
-		return
-	}
 	var req struct {
 		Model     string `json:"model"`
 		MaxTokens int    `json:"max_tokens"`
@@ -227,6 +224,9 @@ func (a *messagesStandIn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rec.model, rec.stream = req.Model, req.Stream
 	switch {
+	case rec.apiKey != a.apiKey:
+		fail(http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
+		return
 	case err != nil:
 		fail(http.StatusBadRequest, "invalid_request_error", "body: "+err.Error())
 		return
