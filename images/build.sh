@@ -48,7 +48,7 @@ KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 # and list NAME in IMAGES; code-interpreter below is an example of a child
 # image (PARENT=base).
 
-IMAGES=(base code-interpreter playwright)
+IMAGES=(base code-interpreter playwright coding-agent)
 
 # base: a small Debian with bash, Python 3, curl and the usual shell tools,
 # and an unprivileged user `sandbox` (uid 1000).
@@ -317,6 +317,59 @@ customize_playwright() {
 	# The image's Node.js, for the server's check of NODE_VERSION at create
 	# (see "Runtime versions" in images/README.md).
 	CHANGES+=("LABEL io.opensandbox.versions.node=$(in_root node -p process.versions.node)")
+}
+
+# coding-agent: base plus three coding agents' command-line tools, pinned:
+# Claude Code (claude), Gemini CLI (gemini) and Codex (codex), installed with
+# npm on Node.js 24 (install_node), and the tools they drive: git, ripgrep,
+# patch. /workspace, owned by the sandbox user, is the working directory, an
+# empty directory (no git repository: an agent clones or runs `git init`).
+recipe_coding_agent() {
+	PARENT=base
+	PACKAGES=(git ripgrep patch)
+	FUNCS=(install_node)
+	CHANGES=(
+		'WORKDIR /workspace'
+	)
+	CHECK=$(
+		cat <<-'EOF'
+			claude --version | grep -qF "2.1.332 (Claude Code)"
+			gemini --version | grep -qxF 0.61.0
+			codex --version | grep -qF "codex-cli 0.171.0"
+			node -e 'process.exit(+process.versions.node.split(".")[0] >= 24 ? 0 : 1)'
+			rg --version
+			patch --version
+			test "$PWD" = /workspace
+			test "$(stat -c %u:%g /workspace)" = 1000:1000
+			test -z "$(ls -A /workspace)"
+			cd /tmp
+			git init -q -b main repo
+			cd repo
+			echo hi >a.txt
+			git add a.txt
+			git -c user.name=check -c user.email=check@example.invalid commit -qm check
+			test "$(git log --format=%s)" = check
+			su sandbox -c 'claude --version && gemini --version && codex --version' >/dev/null
+		EOF
+	)
+}
+
+customize_coding_agent() {
+	# The CLIs' exact versions: a rebuild installs the same ones, and a new
+	# version is a recipe change (and a new hash).
+	local pkgs=(@anthropic-ai/claude-code@2.1.332 @google/gemini-cli@0.61.0 @openai/codex@0.171.0)
+	install_node
+	# npm in the tree checks the registry's certificate against this
+	# machine's CA bundle (the tree has Debian's), and caches under /tmp,
+	# which finalize_rootfs empties.
+	install -m 644 /etc/ssl/certs/ca-certificates.crt "$ROOTFS/tmp/host-ca.crt"
+	step "npm install -g ${pkgs[*]}"
+	in_root env npm_config_cafile=/tmp/host-ca.crt npm_config_cache=/tmp/npm-cache \
+		npm install -g --no-fund --no-audit "${pkgs[@]}"
+	rm -f "$ROOTFS/tmp/host-ca.crt"
+	CHANGES+=("LABEL io.opensandbox.versions.node=$(in_root node -p process.versions.node)")
+	# The sandbox user's working directory, empty.
+	install -d -m 755 -o 1000 -g 1000 "$ROOTFS/workspace"
 }
 
 # ------------------------------------------------------------- build steps --
