@@ -81,9 +81,9 @@ type ForwardOptions struct {
 //     are refused (http.CrossOriginProtection), as are WebSocket upgrades
 //     whose Origin is neither the forwarder's own nor in TrustedOrigins.
 //
-// A same-origin Origin header is rewritten to the endpoint's origin, so
-// services that compare Origin with the Host they see (code-server does)
-// accept the forwarded WebSocket.
+// A same-origin Origin header is not forwarded, so services that compare
+// Origin with the Host they see (code-server does) accept the forwarded
+// WebSocket; a trusted origin is forwarded as it is.
 //
 // The endpoint is resolved once, by Forward; after the sandbox is paused
 // and resumed make a new Forwarder. Close stops it.
@@ -341,8 +341,13 @@ func (f *Forwarder) rewrite(pr *httputil.ProxyRequest) {
 	for k, vs := range f.header {
 		out[k] = append([]string(nil), vs...)
 	}
+	// A page of the forwarder's own origin (checked in ServeHTTP) goes on
+	// as a client without Origin would: the service cannot tell that
+	// origin from a foreign one, since it sees another Host (the proxies
+	// on the way each rewrite it), and services that check Origin
+	// (code-server, coder/websocket) let a missing one through.
 	if o := pr.In.Header.Get("Origin"); o != "" && sameOrigin(o, pr.In) {
-		out.Set("Origin", f.target.Scheme+"://"+f.target.Host)
+		out.Del("Origin")
 	}
 	pr.SetXForwarded()
 }

@@ -189,6 +189,7 @@ func TestForwardGetPathQueryAndHeaders(t *testing.T) {
 		APIKeyHeader:      {"client-key"},
 		"X-Forwarded-For": {"203.0.113.9"},
 		"X-Custom":        {"kept"},
+		"Origin":          {f.URL()},
 	})
 	e := decodeEcho(t, resp)
 	if e.Method != "GET" || e.Path != "/echo" || e.RawQuery != "a=1&b=x%20y" {
@@ -211,6 +212,9 @@ func TestForwardGetPathQueryAndHeaders(t *testing.T) {
 	}
 	if got := e.Header.Get("X-Forwarded-Proto"); got != "http" {
 		t.Errorf("upstream saw X-Forwarded-Proto %q, want http", got)
+	}
+	if got := e.Header.Values("Origin"); len(got) != 0 {
+		t.Errorf("upstream saw Origin %q, want none for the forwarder's own origin", got)
 	}
 	if got := e.Header.Get("X-Custom"); got != "kept" {
 		t.Errorf("upstream saw X-Custom %q, want kept", got)
@@ -251,8 +255,8 @@ func TestForwardWebSocket(t *testing.T) {
 	ctx := testCtx(t)
 	wsURL := "ws" + strings.TrimPrefix(f.URL(), "http") + "/ws"
 	// A page served by the forwarder sends its own origin; the upstream's
-	// Accept only takes it because the forwarder rewrites it to the
-	// endpoint's origin.
+	// Accept, which sees another Host, only takes the upgrade because the
+	// forwarder does not pass that origin on.
 	c, resp, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {f.URL()}}})
 	if err != nil {
 		t.Fatalf("Dial %s: %v (response %v)", wsURL, err, resp)
