@@ -25,6 +25,7 @@ func (a *app) sandboxCommand() *cobra.Command {
 		a.sandboxResumeCommand(),
 		a.sandboxRenewCommand(),
 		a.sandboxEndpointCommand(),
+		a.sandboxForwardCommand(),
 		a.sandboxHealthCommand(),
 		a.sandboxMetricsCommand(),
 	)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"os/signal"
 	"time"
 
 	"github.com/opensandbox-go/opensandbox/pkg/sandbox"
@@ -48,4 +49,31 @@ func ExampleClient_Create() {
 		log.Fatal(err)
 	}
 	fmt.Printf("%s", data)
+}
+
+// ExampleSandbox_Forward serves a sandbox's noVNC (port 6080) on a free
+// loopback port, for a browser, until interrupted.
+func ExampleSandbox_Forward() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	c, err := sandbox.NewClient()
+	if err != nil {
+		log.Fatal(err)
+	}
+	sb, err := c.Connect(ctx, "3f2c9a1e-...", sandbox.ConnectOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	f, err := sb.Forward(ctx, 6080, sandbox.ForwardOptions{}) // Listen defaults to 127.0.0.1:0
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("open", f.URL()+"/vnc.html")
+	select {
+	case <-ctx.Done():
+	case <-f.Done(): // the listener failed
+	}
+	if err := f.Close(); err != nil {
+		log.Fatal(err)
+	}
 }

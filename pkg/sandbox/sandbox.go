@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 )
@@ -61,7 +62,12 @@ func (c *Client) target(ctx context.Context, id string, port int) (string, http.
 		// Harmless: the proxy strips it and adds the execd token itself.
 		h.Set(APIKeyHeader, c.o.apiKey)
 	}
+	// An endpoint is host[:port][/path]; one that names its own scheme
+	// ("https://...") keeps it.
 	base := c.scheme + "://" + trimSlash(ep.Endpoint)
+	if strings.Contains(ep.Endpoint, "://") {
+		base = trimSlash(ep.Endpoint)
+	}
 	if _, err := url.Parse(base); err != nil {
 		return "", nil, fmt.Errorf("sandbox %s: bad endpoint %q for port %d: %w", id, ep.Endpoint, port, err)
 	}
