@@ -19,27 +19,12 @@ import (
 
 const playwrightImage = "opensandbox/playwright:latest"
 
-// requirePlaywrightImage fails the test when opensandbox/playwright is not
-// in the engine. It does not build it: the image takes minutes to build,
-// and make images (which make e2e runs first) builds it.
-func requirePlaywrightImage(t *testing.T) string {
-	t.Helper()
-	binPath(t, "opensandbox-server") // skips unless OSB_E2E=1
-	out, err := osexec.Command("docker", "image", "inspect", "--format", "{{.Id}}", playwrightImage).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s is not in the Docker engine (docker image inspect: %v: %s); "+
-			"build it with `bash images/build.sh playwright` (make images does)",
-			playwrightImage, err, bytes.TrimSpace(out))
-	}
-	return playwrightImage
-}
-
 // TestExamplePlaywright runs examples/playwright against a real server: it
 // serves a page inside a sandbox, scrapes it with Playwright and headless
 // Chromium and downloads a full-page screenshot, which this test decodes
 // and keeps as an artifact (playwright/screenshot.png).
 func TestExamplePlaywright(t *testing.T) {
-	image := requirePlaywrightImage(t)
+	image := requireImage(t, playwrightImage, "playwright")
 	s := startServer(t, serverOpts{})
 	c, err := sandbox.NewClient(sandbox.WithDomain(s.base), sandbox.WithAPIKey(testAPIKey))
 	if err != nil {
@@ -139,14 +124,7 @@ func TestExamplePlaywright(t *testing.T) {
 		}
 	}
 
-	// The example killed its sandbox.
-	list, err := c.List(ctx, sandbox.ListOptions{States: []string{sandbox.StatePending, sandbox.StateRunning, sandbox.StatePaused}})
-	if err != nil {
-		t.Fatalf("List: %v", err)
-	}
-	for _, it := range list.Items {
-		t.Errorf("sandbox %s (%s) is still there after the example", it.ID, it.Status.State)
-	}
+	assertNoSandboxes(t, s)
 }
 
 // colourCounts counts the pixels of each opaque RGB colour in img.

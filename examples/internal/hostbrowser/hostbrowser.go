@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"time"
@@ -101,4 +102,35 @@ func Screenshot(ctx context.Context, url string, o Options) ([]byte, error) {
 		return nil, fmt.Errorf("screenshot of %s: %w", url, err)
 	}
 	return png, nil
+}
+
+// WaitHTTP polls GET url until it answers 200 OK or limit passes: a
+// service started in a sandbox by a background command takes a moment to
+// listen, and a browser opened before that shows an error page for good.
+func WaitHTTP(ctx context.Context, url string, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	last := errors.New("no answer yet")
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s did not answer 200 within %v: %w", url, limit, last)
+		case <-tick.C:
+		}
+	}
 }
