@@ -81,8 +81,8 @@ user_cmd() {
 	if [ "$(id -u)" = 0 ] && [ "$RUN_UID" != 0 ]; then
 		USER_CMD=(setpriv --reuid="$RUN_UID" --regid="$RUN_GID" --init-groups)
 	fi
-	USER_CMD+=(env -u VNC_PASSWORD HOME="$RUN_HOME" USER="$RUN_USER" LOGNAME="$RUN_USER"
-		SHELL=/bin/bash DISPLAY="${DISPLAY:-}" XDG_RUNTIME_DIR="$XDG_DIR")
+	USER_CMD+=(env -u VNC_PASSWORD -u DISPLAY HOME="$RUN_HOME" USER="$RUN_USER" LOGNAME="$RUN_USER"
+		SHELL=/bin/bash XDG_RUNTIME_DIR="$XDG_DIR" ${DISPLAY:+DISPLAY="$DISPLAY"})
 }
 
 # start_part NAME COMMAND... starts COMMAND as RUN_USER in a session of
