@@ -13,13 +13,15 @@
 # packages, extra `docker import --change` lines, a smoke check) and a
 # customize_<name> function (edits to the root filesystem once the packages
 # are in). The recipe hash covers those two functions, the shared build
-# functions, the package list, the Debian suite, the architecture and the
-# parent's recipe hash. When opensandbox/IMAGE:latest already carries that
+# functions, the package list, the files the recipe copies in from
+# images/scripts/, the Debian suite, the architecture and the parent's
+# recipe hash. When opensandbox/IMAGE:latest already carries that
 # hash, nothing is built; --force rebuilds anyway (to pick up Debian
 # updates). Building needs root; checking does not. See images/README.md.
 set -euo pipefail
 
 SELF=$(readlink -f "${BASH_SOURCE[0]}")
+FILES_DIR=$(dirname "$SELF")/scripts # files recipes copy in (FILES)
 SUITE=bookworm
 REPO=opensandbox # images are $REPO/<name>
 LABEL_IMAGE=io.opensandbox.image
@@ -39,16 +41,19 @@ KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 #                   PACKAGES (installed with apt-get --no-install-recommends),
 #                   CHANGES (extra `docker import --change` lines, optional),
 #                   FUNCS (optional build steps its customize_NAME calls,
-#                   such as install_node: their text joins its hash)
-#                   and CHECK (a bash script run in the new image before it
-#                   is tagged latest; it must exit 0).
+#                   such as install_node: their text joins its hash),
+#                   FILES (names of files in images/scripts/ that
+#                   customize_NAME copies in, optional; their contents are
+#                   part of the recipe hash) and CHECK (a bash script run in
+#                   the new image before it is tagged latest; it must exit 0).
 #   customize_NAME  runs after the packages are installed; $ROOTFS is the
 #                   tree, in_root runs a command chrooted into it (with /proc,
-#                   /dev and the network), e.g. `in_root pip install ...`.
+#                   /dev and the network), e.g. `in_root pip install ...`,
+#                   and $FILES_DIR holds the FILES.
 # and list NAME in IMAGES; code-interpreter below is an example of a child
 # image (PARENT=base).
 
-IMAGES=(base code-interpreter playwright coding-agent)
+IMAGES=(base code-interpreter playwright coding-agent chrome desktop)
 
 # base: a small Debian with bash, Python 3, curl and the usual shell tools,
 # and an unprivileged user `sandbox` (uid 1000).
@@ -372,6 +377,125 @@ customize_coding_agent() {
 	install -d -m 755 -o 1000 -g 1000 "$ROOTFS/workspace"
 }
 
+# chrome: base plus Debian's Chromium, headful on an Xvfb display that
+# x11vnc serves, for automation over the DevTools protocol (port 9222 on
+# 127.0.0.1) and for watching over VNC (port 5901). The start script
+# /opt/opensandbox/chrome.sh (also /entrypoint, the path upstream's example
+# passes as the entrypoint) starts the three, waits until each answers and
+# supervises them; images/scripts/chrome.sh says how.
+recipe_chrome() {
+	PARENT=base
+	PACKAGES=(chromium xvfb x11vnc fonts-liberation fonts-dejavu-core)
+	FILES=(x11-lib.sh chrome.sh)
+	CHANGES=('CMD ["/opt/opensandbox/chrome.sh"]')
+	CHECK=$(
+		cat <<-'EOF'
+			show() { cat /tmp/chrome.out; for f in /tmp/opensandbox-chrome.*/*.log; do echo "== $f"; tail -n 30 "$f"; done; ps -eo pid,user,stat,args; }
+			trap 'echo "check failed at line $LINENO: $BASH_COMMAND"; show' ERR
+			test "$(readlink -f /entrypoint)" = /opt/opensandbox/chrome.sh
+			test -x /opt/opensandbox/chrome.sh
+			bash /opt/opensandbox/chrome.sh >/tmp/chrome.out 2>&1 &
+			pid=$!
+			up() { kill -0 "$pid" 2>/dev/null || { echo "chrome.sh exited"; show; exit 1; }; }
+			rfb() { exec 3<>/dev/tcp/127.0.0.1/5901 || return 1; IFS= read -r -t 2 -n 12 b <&3 || true; exec 3>&-; test "$b" = "RFB 003.008"; }
+			# the security types a VNC server offers: 1 none, 2 VNC password
+			rfbtypes() { python3 -c 'import socket, sys
+			s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), 5); s.recv(12); s.sendall(b"RFB 003.008\n")
+			d = s.recv(64); print(*d[1:1 + d[0]])' "$1"; }
+			deadline=$((SECONDS + 120))
+			until curl -s --max-time 2 http://127.0.0.1:9222/json/version | grep -q '"Browser"'; do
+				up; [ "$SECONDS" -lt "$deadline" ] || { echo "no DevTools on 9222"; show; exit 1; }; sleep 0.2
+			done
+			until rfb 2>/dev/null; do
+				up; [ "$SECONDS" -lt "$deadline" ] || { echo "no RFB banner on 5901"; show; exit 1; }; sleep 0.2
+			done
+			until grep -q '^chrome.sh: ready: Chrome/' /tmp/chrome.out; do
+				up; [ "$SECONDS" -lt "$deadline" ] || { echo "no ready line"; show; exit 1; }; sleep 0.2
+			done
+			test "$(rfbtypes 5901)" = 1
+			test -n "$(pgrep -u 1000 -x chromium)"
+			test -z "$(pgrep -u 0 -x chromium)"
+			kill -TERM "$pid"
+			rc=0
+			wait "$pid" || rc=$?
+			test "$rc" = 0
+			# nothing of the sandbox user's is left (zombies aside: PID 1 reaps them)
+			left() { ps -u 1000 -o pid=,stat=,args= | awk '$2 !~ /^Z/'; }
+			deadline=$((SECONDS + 10))
+			while [ -n "$(left)" ]; do [ "$SECONDS" -lt "$deadline" ] || { echo "left running:"; left; exit 1; }; sleep 0.2; done
+		EOF
+	)
+}
+
+customize_chrome() {
+	mkdir -p "$ROOTFS/opt/opensandbox"
+	chmod 755 "$ROOTFS/opt/opensandbox"
+	install -m 644 "$FILES_DIR/x11-lib.sh" "$ROOTFS/opt/opensandbox/x11-lib.sh"
+	install -m 755 "$FILES_DIR/chrome.sh" "$ROOTFS/opt/opensandbox/chrome.sh"
+	ln -sfn opt/opensandbox/chrome.sh "$ROOTFS/entrypoint"
+}
+
+# desktop: base plus an XFCE desktop on an Xvfb display, served by x11vnc
+# (port 5900) and by noVNC in a browser (websockify, port 6080). The start
+# script /opt/opensandbox/desktop.sh starts them, waits until each answers
+# and supervises them; images/scripts/desktop.sh says how.
+recipe_desktop() {
+	PARENT=base
+	PACKAGES=(xvfb x11vnc novnc websockify dbus-x11 xfce4-session xfwm4 xfce4-panel
+		xfdesktop4 xfce4-settings xfconf thunar xfce4-terminal librsvg2-common
+		fonts-dejavu-core)
+	FILES=(x11-lib.sh desktop.sh)
+	CHANGES=('CMD ["/opt/opensandbox/desktop.sh"]')
+	CHECK=$(
+		cat <<-'EOF'
+			show() { cat /tmp/desktop.out; for f in /tmp/opensandbox-desktop.*/*.log; do echo "== $f"; tail -n 30 "$f"; done; ps -eo pid,user,stat,args; }
+			trap 'echo "check failed at line $LINENO: $BASH_COMMAND"; show' ERR
+			test -x /opt/opensandbox/desktop.sh
+			test -f /usr/share/novnc/vnc.html
+			bash /opt/opensandbox/desktop.sh >/tmp/desktop.out 2>&1 &
+			pid=$!
+			up() { kill -0 "$pid" 2>/dev/null || { echo "desktop.sh exited"; show; exit 1; }; }
+			rfb() { exec 3<>/dev/tcp/127.0.0.1/5900 || return 1; IFS= read -r -t 2 -n 12 b <&3 || true; exec 3>&-; test "$b" = "RFB 003.008"; }
+			# the security types a VNC server offers: 1 none, 2 VNC password
+			rfbtypes() { python3 -c 'import socket, sys
+			s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), 5); s.recv(12); s.sendall(b"RFB 003.008\n")
+			d = s.recv(64); print(*d[1:1 + d[0]])' "$1"; }
+			deadline=$((SECONDS + 120))
+			until rfb 2>/dev/null; do
+				up; [ "$SECONDS" -lt "$deadline" ] || { echo "no RFB banner on 5900"; show; exit 1; }; sleep 0.2
+			done
+			until curl -s --max-time 2 http://127.0.0.1:6080/vnc.html | grep -qi '<html'; do
+				up; [ "$SECONDS" -lt "$deadline" ] || { echo "no noVNC on 6080"; show; exit 1; }; sleep 0.2
+			done
+			until grep -q '^desktop.sh: ready:' /tmp/desktop.out; do
+				up; [ "$SECONDS" -lt "$deadline" ] || { echo "no ready line"; show; exit 1; }; sleep 0.2
+			done
+			curl -s --max-time 2 http://127.0.0.1:6080/ | grep -qi '<html'
+			for p in xfwm4 xfce4-panel xfdesktop x11vnc Xvfb; do test -n "$(pgrep -u 1000 -x "$p")"; done
+			# the default password, of which VNC keeps 8 characters
+			test "$(rfbtypes 5900)" = 2
+			x11vnc -showrfbauth /tmp/opensandbox-desktop.*/vncpasswd 2>&1 | grep -qx 'rfbDecryptPasswdFromFile pass: opensand'
+			kill -TERM "$pid"
+			rc=0
+			wait "$pid" || rc=$?
+			test "$rc" = 0
+			# nothing of the sandbox user's is left (zombies aside: PID 1 reaps them)
+			left() { ps -u 1000 -o pid=,stat=,args= | awk '$2 !~ /^Z/'; }
+			deadline=$((SECONDS + 10))
+			while [ -n "$(left)" ]; do [ "$SECONDS" -lt "$deadline" ] || { echo "left running:"; left; exit 1; }; sleep 0.2; done
+		EOF
+	)
+}
+
+customize_desktop() {
+	mkdir -p "$ROOTFS/opt/opensandbox"
+	chmod 755 "$ROOTFS/opt/opensandbox"
+	install -m 644 "$FILES_DIR/x11-lib.sh" "$ROOTFS/opt/opensandbox/x11-lib.sh"
+	install -m 755 "$FILES_DIR/desktop.sh" "$ROOTFS/opt/opensandbox/desktop.sh"
+	# noVNC's client at / too, not only at /vnc.html.
+	[ -e "$ROOTFS/usr/share/novnc/index.html" ] || ln -s vnc.html "$ROOTFS/usr/share/novnc/index.html"
+}
+
 # ------------------------------------------------------------- build steps --
 # Every function whose text shapes the image is listed here: its text is part
 # of the recipe hash, so editing it rebuilds the images on the next run.
@@ -631,7 +755,7 @@ host_apt_sources() {
 	done
 }
 
-recipe_defaults() { PARENT='' PACKAGES=() CHANGES=() CHECK=true FUNCS=(); }
+recipe_defaults() { PARENT='' PACKAGES=() CHANGES=() CHECK=true FUNCS=() FILES=(); }
 
 known_image() {
 	local i
@@ -650,6 +774,11 @@ recipe_hash() {
 		printf '%s\n' "${PACKAGES[@]}" | sort -u | sed 's/^/package /'
 		declare -f "recipe_$fn" "customize_$fn" "${BUILD_FUNCS[@]}"
 		if [ ${#FUNCS[@]} -gt 0 ]; then declare -f "${FUNCS[@]}"; fi
+		local f
+		for f in "${FILES[@]}"; do
+			[ -f "$FILES_DIR/$f" ] || die "image $1 lists $FILES_DIR/$f in FILES, but there is no such file"
+			printf 'file %s %s\n' "$f" "$(sha256sum <"$FILES_DIR/$f" | cut -c1-64)"
+		done
 		if [ -n "$PARENT" ]; then printf 'parent %s %s\n' "$PARENT" "$(recipe_hash "$PARENT")"; fi
 	) | sha256sum | cut -c1-12
 }
