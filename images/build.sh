@@ -563,6 +563,10 @@ cleanup() {
 	local rc=$?
 	set +e
 	trap - EXIT INT TERM
+	# A step that failed under quiet left this trap with its output going to
+	# the build log: back to the terminal, so that the error and the end of
+	# the log are seen.
+	[ -n "${TERM_FDS:-}" ] && exec 1>&7 2>&8
 	chroot_umount
 	[ -n "${CID:-}" ] && docker rm -f "$CID" >/dev/null 2>&1
 	[ -n "${TMP_REF:-}" ] && docker rmi "$TMP_REF" >/dev/null 2>&1
@@ -607,6 +611,8 @@ build_image() {
 	fi
 
 	SECONDS=0
+	exec 7>&1 8>&2 # the terminal's, for cleanup
+	TERM_FDS=1
 	trap cleanup EXIT
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
