@@ -58,7 +58,7 @@ server:
 # Sandbox images built locally from Debian packages (no registry needed);
 # a no-op when the recipe has not changed.
 images: deps server-image
-	bash images/build.sh base code-interpreter playwright coding-agent chrome desktop
+	bash images/build.sh base code-interpreter playwright coding-agent chrome desktop vscode
 
 # The server's image (deploy/compose.yaml, Helm), built from bin/ without a
 # registry; a no-op when neither images/server.sh nor a binary changed.

@@ -53,7 +53,7 @@ KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 # and list NAME in IMAGES; code-interpreter below is an example of a child
 # image (PARENT=base).
 
-IMAGES=(base code-interpreter playwright coding-agent chrome desktop)
+IMAGES=(base code-interpreter playwright coding-agent chrome desktop vscode)
 
 # base: a small Debian with bash, Python 3, curl and the usual shell tools,
 # and an unprivileged user `sandbox` (uid 1000).
@@ -496,6 +496,166 @@ customize_desktop() {
 	[ -e "$ROOTFS/usr/share/novnc/index.html" ] || ln -s vnc.html "$ROOTFS/usr/share/novnc/index.html"
 }
 
+# vscode: base plus code-server (VS Code in the browser) from the npm
+# registry, on Node.js 24 (install_node), with git; /workspace, owned by the
+# sandbox user, is the working directory. /opt/opensandbox/vscode.sh starts
+# it on 127.0.0.1:8443 as the sandbox user, without a password: the port is
+# reached through execd's /proxy/8443, which needs the sandbox's access
+# token (images/README.md explains both choices). The compilers and headers
+# its native modules are built with are purged again (VSCODE_BUILD_DEPS).
+recipe_vscode() {
+	PARENT=base
+	# Only for compiling code-server's native modules (node-pty,
+	# @parcel/watcher, @vscode/spdlog, @vscode/sqlite3, kerberos, ...):
+	# node-gyp needs a C++ toolchain and python3 (in base), kerberos the
+	# GSSAPI headers and krb5-config. At run time kerberos dlopen()s
+	# libgssapi_krb5.so.2, libkrb5.so.3 and libcom_err.so.2, so
+	# libgssapi-krb5-2 (which brings the other two) is named: ldd does not
+	# see those, and the purge must not take them.
+	VSCODE_BUILD_DEPS=(build-essential pkg-config libkrb5-dev)
+	PACKAGES=(git libgssapi-krb5-2 "${VSCODE_BUILD_DEPS[@]}")
+	FUNCS=(install_node)
+	CHANGES=(
+		'WORKDIR /workspace'
+		'CMD ["/opt/opensandbox/vscode.sh"]'
+	)
+	CHECK=$(
+		cat <<-'EOF'
+			test ! -e /root/.config/code-server && test ! -e /root/.local/share/code-server # the build's run left nothing
+			test "$(node -p process.versions.node | cut -d. -f1)" = 24
+			code-server --version | grep -q '^4\.139\.1 ' # after a line about its config file, the first time
+			test "$PWD" = /workspace
+			test "$(stat -c %u:%g /workspace)" = 1000:1000
+			git --version
+			if command -v gcc || command -v g++ || command -v make; then exit 1; fi # purged after the build
+			for so in libgssapi_krb5.so.2 libkrb5.so.3 libcom_err.so.2; do # kerberos dlopen()s them
+				ldconfig -p | grep -qF "$so "
+			done
+			vs=/usr/local/lib/node_modules/code-server/lib/vscode
+			# Every native module loads, with its shared libraries still there
+			# once the build packages are gone, and a terminal works.
+			cd "$vs"
+			node -e '
+			for (const m of ["@parcel/watcher", "@vscode/spdlog", "@vscode/sqlite3", "kerberos",
+				"@vscode/deviceid", "@vscode/native-watchdog", "@vscode/fs-copyfile"]) require(m);
+			const pty = require("node-pty");
+			const p = pty.spawn("/bin/sh", ["-c", "echo pty-$((6*7))"], {});
+			let out = "";
+			p.onData((d) => { out += d; });
+			p.onExit(() => { if (!out.includes("pty-42")) { console.error("pty said: " + out); process.exit(1); } });'
+			cd /usr/local/lib/node_modules/code-server && node -e 'require("argon2")' && cd /workspace
+			"$vs/node_modules/@vscode/ripgrep-universal/bin/linux-x64/rg" --version
+			test -x /opt/opensandbox/vscode.sh
+			/opt/opensandbox/vscode.sh >/tmp/code-server.log 2>&1 &
+			pid=$!
+			up=
+			for _ in $(seq 1 240); do # 120 s at most
+				if curl -fsS -o /tmp/healthz http://127.0.0.1:8443/healthz; then up=1; break; fi
+				kill -0 "$pid" 2>/dev/null || break
+				sleep 0.5
+			done
+			if [ -z "$up" ]; then cat /tmp/code-server.log >&2; exit 1; fi
+			grep -q '"status"' /tmp/healthz
+			test "$(stat -c %u /proc/$pid)" = 1000 # the sandbox user, not root
+			curl -fsSL -o /tmp/index.html http://127.0.0.1:8443/
+			grep -q 'workbench' /tmp/index.html
+			asset=$(grep -o '[^"]*static/out/vs/code/browser/workbench/workbench\.js' /tmp/index.html | head -n1)
+			test -n "$asset"
+			curl -fsS -o /tmp/workbench.js "http://127.0.0.1:8443/${asset#./}"
+			test -s /tmp/workbench.js
+			test -d /home/sandbox/.local/share/code-server/extensions
+			kill "$pid"
+			for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+			if kill -0 "$pid" 2>/dev/null; then exit 1; fi
+		EOF
+	)
+}
+
+customize_vscode() {
+	local version=4.139.1
+	install_node
+	# The build runs on this machine's network, so npm and the install
+	# scripts trust what this machine trusts (behind a TLS-inspecting proxy
+	# that is a CA the image's bundle lacks). The copy is for the build
+	# only: finalize_rootfs empties /tmp. JOBS lets node-gyp run make -j.
+	local env=(JOBS="$(nproc)")
+	if [ -s /etc/ssl/certs/ca-certificates.crt ]; then
+		cp /etc/ssl/certs/ca-certificates.crt "$ROOTFS/tmp/build-ca.crt"
+		env+=(NODE_EXTRA_CA_CERTS=/tmp/build-ca.crt npm_config_cafile=/tmp/build-ca.crt)
+	fi
+	in_root "${env[@]}" npm install -g --foreground-scripts "code-server@$version"
+	# The first run also prints a line about the config file it writes.
+	local out
+	out=$(in_root code-server --version)
+	grep -q "^${version//./\\.} " <<<"$out" || die "code-server in the image is not $version: $out"
+	# npm's cache, and the config file (with a random password) and logs
+	# code-server wrote for root when it ran above.
+	rm -rf "$ROOTFS/root/.npm" "$ROOTFS/root/.cache" "$ROOTFS/root/.config/code-server" \
+		"$ROOTFS/root/.local/share/code-server"
+	local d
+	for d in "$ROOTFS/root/.config" "$ROOTFS/root/.local"; do
+		if [ -d "$d" ]; then find "$d" -depth -type d -empty -delete; fi
+	done
+
+	# The shared libraries the modules compiled here link stay (their
+	# packages are marked installed by hand); the compilers and headers go,
+	# with everything only they needed. apt keeps what an installed package
+	# merely recommends or suggests (gcc, make, dpkg-dev would stay) unless
+	# told not to.
+	local vs=/usr/local/lib/node_modules/code-server lib pkg keep=()
+	while read -r lib; do
+		pkg=$(in_root dpkg -S "$lib" 2>/dev/null || in_root dpkg -S "/usr$lib" 2>/dev/null ||
+			in_root dpkg -S "${lib#/usr}" 2>/dev/null) ||
+			die "no package has $lib, which a native module of code-server links"
+		keep+=("${pkg%%:*}")
+	done < <(in_root find "$vs" -path '*/build/Release/*.node' -type f -exec ldd {} + |
+		awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u)
+	[ ${#keep[@]} -gt 0 ] || die "found no compiled native modules under $vs"
+	in_root apt-mark manual "${keep[@]}"
+	in_root apt-get purge -y -q --auto-remove -o APT::AutoRemove::RecommendsImportant=false \
+		-o APT::AutoRemove::SuggestsImportant=false "${VSCODE_BUILD_DEPS[@]}"
+
+	install -d -m 755 -o 1000 -g 1000 "$ROOTFS/workspace"
+	mkdir -p "$ROOTFS/opt/opensandbox"
+	chmod 755 "$ROOTFS/opt/opensandbox"
+	cat >"$ROOTFS/opt/opensandbox/vscode.sh" <<-'EOF'
+		#!/bin/bash
+		# Starts code-server (VS Code in the browser) of opensandbox/vscode and
+		# stays in the foreground: as a sandbox's entrypoint, or as a command
+		# (background) in a sandbox that runs something else.
+		#
+		#   VSCODE_HOST       address to listen on; default 127.0.0.1, where
+		#                     execd's /proxy/<port> reaches it
+		#   VSCODE_PORT       default 8443
+		#   VSCODE_WORKSPACE  the folder it opens; default /workspace
+		#
+		# There is no password (--auth none): whoever reaches the port has a
+		# shell as the sandbox user. On 127.0.0.1 that is only the sandbox
+		# itself and execd's proxy, which asks for the sandbox's access token.
+		# Started as root it drops to the sandbox user (uid 1000); its settings
+		# and extensions are in that user's home. Arguments are passed on to
+		# code-server.
+		set -eu
+		host=${VSCODE_HOST:-127.0.0.1}
+		port=${VSCODE_PORT:-8443}
+		workspace=${VSCODE_WORKSPACE:-/workspace}
+		run=()
+		if [ "$(id -u)" = 0 ]; then
+			home=/home/sandbox
+			run=(setpriv --reuid=1000 --regid=1000 --init-groups
+				env HOME=$home USER=sandbox LOGNAME=sandbox SHELL=/bin/bash)
+		else
+			home=${HOME:-/tmp}
+		fi
+		data=$home/.local/share/code-server
+		exec "${run[@]}" code-server --bind-addr "$host:$port" --auth none \
+			--disable-telemetry --disable-update-check \
+			--user-data-dir "$data" --extensions-dir "$data/extensions" \
+			"$@" "$workspace"
+	EOF
+	chmod 755 "$ROOTFS/opt/opensandbox/vscode.sh"
+}
+
 # ------------------------------------------------------------- build steps --
 # Every function whose text shapes the image is listed here: its text is part
 # of the recipe hash, so editing it rebuilds the images on the next run.
@@ -827,6 +987,10 @@ cleanup() {
 	local rc=$?
 	set +e
 	trap - EXIT INT TERM
+	# A step that failed under quiet left this trap with its output going to
+	# the build log: back to the terminal, so that the error and the end of
+	# the log are seen.
+	[ -n "${TERM_FDS:-}" ] && exec 1>&7 2>&8
 	chroot_umount
 	[ -n "${CID:-}" ] && docker rm -f "$CID" >/dev/null 2>&1
 	[ -n "${TMP_REF:-}" ] && docker rmi "$TMP_REF" >/dev/null 2>&1
@@ -871,6 +1035,8 @@ build_image() {
 	fi
 
 	SECONDS=0
+	exec 7>&1 8>&2 # the terminal's, for cleanup
+	TERM_FDS=1
 	trap cleanup EXIT
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
