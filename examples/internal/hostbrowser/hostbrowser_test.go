@@ -8,13 +8,15 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/opensandbox-go/opensandbox/internal/testenv"
 )
 
 // TestScreenshot opens a page that turns ready only after a script runs,
 // and checks that the screenshot is taken after that, at the asked size.
 func TestScreenshot(t *testing.T) {
 	if _, err := FindChromium(); err != nil {
-		t.Skip(err) // scripts/ensure-deps.sh installs it
+		testenv.Missing(t, "%v (scripts/ensure-deps.sh installs it)", err)
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
