@@ -264,17 +264,6 @@ func (r *Reconciler) sync(ctx context.Context, bsbx *sandboxv1alpha1.BatchSandbo
 	}
 	obs.createErr = errors.Join(createErrs...)
 
-	// Scale down: the highest indexes go.
-	for i, p := range pods {
-		if i < n || p.DeletionTimestamp != nil {
-			continue
-		}
-		if err := r.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return ctrl.Result{}, fmt.Errorf("deleting pod %s of scaled-down replica %d: %w", p.Name, i, err)
-		}
-		logger.V(1).Info("deleted pod of removed replica", "pod", p.Name)
-	}
-
 	// The record holds the replicas below n that have had a pod.
 	newRec := make(map[int]bool, n)
 	for i := range n {
@@ -284,6 +273,21 @@ func (r *Reconciler) sync(ctx context.Context, bsbx *sandboxv1alpha1.BatchSandbo
 	}
 	if err := r.writeAnnotations(ctx, bsbx, newRec, endpoints(obs.pods, n)); err != nil {
 		return ctrl.Result{}, err
+	}
+
+	// Scale down: the highest indexes go. Only now that the record no
+	// longer holds them: a replica scaled back before its old pod is gone
+	// must find that pod terminating and outside the record (so it waits
+	// for it), not inside it (which reads as someone else deleting a
+	// sandbox's pod, and fails the batch).
+	for i, p := range pods {
+		if i < n || p.DeletionTimestamp != nil {
+			continue
+		}
+		if err := r.Client.Delete(ctx, p, client.Preconditions{UID: &p.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return ctrl.Result{}, fmt.Errorf("deleting pod %s of scaled-down replica %d: %w", p.Name, i, err)
+		}
+		logger.V(1).Info("deleted pod of removed replica", "pod", p.Name)
 	}
 
 	st := computeStatus(bsbx, obs)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -192,26 +191,50 @@ func (r *Runtime) localImagesNote(ctx context.Context) string {
 	return fmt.Sprintf("local %s images: %s%s", localRepo, strings.Join(refs, ", "), more)
 }
 
-// localRefs returns the sorted tags of imgs in localRepo, leaving out the
-// tags images/build.sh keeps for itself: the recipe hash (the same image
-// as a named tag) and build-<pid> (an image still being checked).
+// localRefs returns the images of imgs in localRepo, one entry per image
+// and repository with its other tags in brackets ("opensandbox/base:latest
+// (also v1.0.1, v1.0.2)"), sorted, so that the aliases images/build.sh adds
+// do not crowd other images out of a short list. It leaves out the tags
+// images/build.sh keeps for itself: the recipe hash (the same image as a
+// named tag) and build-<pid> (an image still being checked).
 func localRefs(imgs []image.Summary) []string {
-	var refs []string
+	seen := map[string]bool{}
+	var out []string
 	for _, img := range imgs {
 		recipe := img.Labels[labelRecipe]
+		byRepo := map[string][]string{}
+		var repos []string
 		for _, t := range img.RepoTags {
 			repo, tag, ok := strings.Cut(t, ":")
-			if !ok || !strings.HasPrefix(repo, localRepo+"/") {
+			if !ok || !strings.HasPrefix(repo, localRepo+"/") || seen[t] {
 				continue
 			}
 			if img.Labels[labelBuiltImage] != "" && (tag == recipe || isBuildTag(tag)) {
 				continue
 			}
-			refs = append(refs, t)
+			seen[t] = true
+			if _, ok := byRepo[repo]; !ok {
+				repos = append(repos, repo)
+			}
+			byRepo[repo] = append(byRepo[repo], tag)
+		}
+		for _, repo := range repos {
+			tags := byRepo[repo]
+			sort.Slice(tags, func(i, j int) bool {
+				if (tags[i] == "latest") != (tags[j] == "latest") {
+					return tags[i] == "latest"
+				}
+				return tags[i] < tags[j]
+			})
+			e := repo + ":" + tags[0]
+			if len(tags) > 1 {
+				e += " (also " + strings.Join(tags[1:], ", ") + ")"
+			}
+			out = append(out, e)
 		}
 	}
-	sort.Strings(refs)
-	return slices.Compact(refs)
+	sort.Strings(out)
+	return out
 }
 
 func isBuildTag(tag string) bool {

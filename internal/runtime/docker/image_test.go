@@ -23,8 +23,8 @@ func TestLocalRefs(t *testing.T) {
 	}
 	got := localRefs(imgs)
 	want := []string{
-		"opensandbox/base:latest", "opensandbox/base:v1.0.2",
-		"opensandbox/code-interpreter:latest", "opensandbox/code-interpreter:v1.0.2",
+		"opensandbox/base:latest (also v1.0.2)",
+		"opensandbox/code-interpreter:latest (also v1.0.2)",
 		"opensandbox/egress:v1.1.0", "opensandbox/mine:build-7",
 	}
 	if !slices.Equal(got, want) {
